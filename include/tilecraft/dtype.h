@@ -1,0 +1,47 @@
+#pragma once
+// Element types and host conversions that round exactly as CUDA's device
+// intrinsics do (round to nearest even; fp8 e4m3 saturating to +-448).
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tilecraft {
+
+enum class DType : uint8_t { kF32, kBF16, kF16, kF8E4M3, kI32, kI64 };
+
+constexpr size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::kF32: return 4;
+    case DType::kBF16: return 2;
+    case DType::kF16: return 2;
+    case DType::kF8E4M3: return 1;
+    case DType::kI32: return 4;
+    case DType::kI64: return 8;
+  }
+  return 0;
+}
+
+// Canonical names: fp32 bf16 fp16 fp8_e4m3 int32 int64.
+const char* dtype_name(DType t);
+// Accepts the canonical names and common aliases (float32, float16, e4m3, ...).
+std::optional<DType> parse_dtype(std::string_view name);
+bool is_float(DType t);
+
+// The C++ type that spells each dtype inside kernels (tc::bf16 etc.).
+const char* dtype_kernel_type(DType t);
+
+namespace conv {
+float bf16_to_f32(uint16_t bits);
+uint16_t f32_to_bf16(float v);  // RNE, NaN stays NaN
+float f16_to_f32(uint16_t bits);
+uint16_t f32_to_f16(float v);   // RNE, overflow -> inf
+float e4m3_to_f32(uint8_t bits);
+uint8_t f32_to_e4m3(float v);   // RNE, saturate to +-448, NaN -> 0x7f/0xff
+}  // namespace conv
+
+// Reads element i of a buffer of dtype t as a double (for goldens and reports).
+double load_as_double(const void* data, DType t, size_t i);
+
+}  // namespace tilecraft

@@ -1,0 +1,64 @@
+#pragma once
+// The JIT: KernelSpec + options + arch -> cache key -> (memory | disk | NVRTC)
+// -> cubin -> module -> CUfunction. The only road to the GPU.
+//
+// Environment (also in README):
+//   TILECRAFT_CACHE_DIR      disk cache root (default ~/.cache/tilecraft)
+//   TILECRAFT_DISABLE_CACHE  1: never read or write the disk cache
+//   TILECRAFT_JIT_LOG        1: print each compile / cache hit with options and time
+//   TILECRAFT_DUMP_DIR       write source, PTX, cubin and log of every compile
+#include <cuda.h>
+
+#include <memory>
+#include <string>
+
+#include "tilecraft/jit/compiler.h"
+#include "tilecraft/jit/kernel_spec.h"
+#include "tilecraft/jit/options.h"
+
+namespace tilecraft::jit {
+
+struct CompiledKernel {
+  std::string key;  // sha256 of everything that changes the binary
+  KernelSpec spec;
+  CompileOptions options;
+  std::string arch;
+  std::string cubin;
+  std::string lowered_name;
+  Resources resources;
+  double compile_ms = 0;  // time of the original compile (also on a hit)
+  bool disk_hit = false;  // loaded from the disk cache rather than compiled
+  std::string log;
+};
+
+struct Launchable {
+  CUfunction fn = nullptr;
+  std::shared_ptr<const CompiledKernel> compiled;
+};
+
+std::string cache_dir();
+bool disk_cache_enabled();
+
+// The cache key. Covers: kernel function, template arguments, generated
+// source, every embedded header the kernel includes (by content), compile
+// flags, arch, NVRTC version, tilecraft version.
+std::string cache_key(const KernelSpec& spec, const CompileOptions& options, const std::string& arch);
+
+// Compiles (or finds in memory / on disk) one kernel for `arch`. Thread-safe;
+// safe with other processes sharing the cache directory.
+std::shared_ptr<const CompiledKernel> compile(const KernelSpec& spec, const CompileOptions& options,
+                                              const std::string& arch);
+
+// Compiles for the device's arch and loads it into the device's primary context.
+// The returned reference stays valid for the life of the process.
+const Launchable& get_kernel(const KernelSpec& spec, const CompileOptions& options, int device = 0);
+
+// Launches with a single by-value parameter struct (every tilecraft kernel
+// takes exactly one `Params` argument).
+void launch(const Launchable& k, unsigned grid_x, unsigned grid_y, unsigned block_x, unsigned smem_bytes,
+            CUstream stream, void* params);
+
+// Drops the in-memory maps (tests use this to observe the disk cache).
+void clear_memory_cache();
+
+}  // namespace tilecraft::jit

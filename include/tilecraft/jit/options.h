@@ -1,0 +1,27 @@
+#pragma once
+// Compile options: a named set (release / profile / debug) plus the knobs a
+// sweep varies. Everything here goes into the cache key through flags().
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tilecraft::jit {
+
+struct CompileOptions {
+  std::string set = "release";       // release | profile (+lineinfo) | debug (-G)
+  int max_registers = 0;             // 0: compiler's choice
+  std::optional<bool> fast_math;     // unset: the set's default (off)
+  std::optional<bool> ftz;
+  std::optional<bool> prec_div;
+  std::optional<bool> prec_sqrt;
+  std::optional<bool> fmad;
+
+  // Parses "release", "profile", "debug" optionally followed by knobs:
+  // "release,maxrregcount=128,fast-math,ftz=1". Throws naming the bad part.
+  static CompileOptions parse(const std::string& text);
+  // NVRTC flags for these options (no arch, no include paths).
+  std::vector<std::string> flags() const;
+  std::string str() const;  // canonical text form, parse(str()) == *this
+};
+
+}  // namespace tilecraft::jit

@@ -1,0 +1,36 @@
+#pragma once
+// The CUDA driver, loaded on first use with dlopen so that tilecraft starts and
+// runs its CPU paths on machines with no GPU and no driver. Only the driver API
+// is used; streams are plain CUstream values owned by the caller.
+#include <cuda.h>
+
+#include <string>
+
+namespace tilecraft::rt {
+
+// One pointer per driver entry point we use. Names are the API names; the
+// loader resolves the versioned symbol (cuMemAlloc -> cuMemAlloc_v2) that
+// cuda.h maps them to.
+struct DriverApi {
+#define TC_DRIVER_FN(name) decltype(&::name) name = nullptr;
+#include "tilecraft/runtime/driver_functions.inc"
+#undef TC_DRIVER_FN
+};
+
+// True when libcuda loaded, cuInit succeeded and at least one device exists.
+bool driver_available();
+// Why the driver is unavailable ("libcuda.so.1 not found", "no CUDA device").
+std::string driver_unavailable_reason();
+// The loaded API; throws Error(kNoDevice) with the reason when unavailable.
+const DriverApi& driver();
+// Makes device `ordinal`'s primary context current on this thread.
+void ensure_context(int ordinal = 0);
+
+// Throws Error(kCuda) naming the call and the driver's error name/string.
+void check_cu(CUresult result, const char* call, const char* file, int line);
+
+}  // namespace tilecraft::rt
+
+#define TC_CU(call) ::tilecraft::rt::check_cu((call), #call, __FILE__, __LINE__)
+// Calls a driver entry point through the lazily loaded table.
+#define TC_DRV(fn, ...) TC_CU(::tilecraft::rt::driver().fn(__VA_ARGS__))

@@ -1,0 +1,51 @@
+#pragma once
+// Register vectors and vectorized global access: N elements of T moved as one
+// 1/2/4/8/16-byte transaction per thread.
+#include "tile/target.cuh"
+#include "tile/types.cuh"
+
+namespace tc {
+
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Vec {
+  T v[N];
+};
+
+namespace detail {
+template <int BYTES> struct Raw;
+template <> struct Raw<1> { using type = unsigned char; };
+template <> struct Raw<2> { using type = unsigned short; };
+template <> struct Raw<4> { using type = unsigned int; };
+template <> struct Raw<8> { using type = uint2; };
+template <> struct Raw<16> { using type = uint4; };
+}  // namespace detail
+
+// Streaming read of data used once: read-only path, no L1 allocation.
+template <typename T, int N>
+__device__ __forceinline__ Vec<T, N> load_stream(const T* p) {
+  constexpr int kBytes = sizeof(T) * N;
+  static_assert(kBytes <= Target::kVectorBytes, "vector wider than one access");
+  Vec<T, N> out;
+  if constexpr (kBytes == 16) {
+    uint4 r;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    *reinterpret_cast<uint4*>(&out) = r;
+  } else if constexpr (kBytes == 8) {
+    uint2 r;
+    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
+    *reinterpret_cast<uint2*>(&out) = r;
+  } else {
+    using R = typename detail::Raw<kBytes>::type;
+    *reinterpret_cast<R*>(&out) = __ldg(reinterpret_cast<const R*>(p));
+  }
+  return out;
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void store(T* p, const Vec<T, N>& v) {
+  using R = typename detail::Raw<int(sizeof(T) * N)>::type;
+  *reinterpret_cast<R*>(p) = *reinterpret_cast<const R*>(&v);
+}
+
+}  // namespace tc

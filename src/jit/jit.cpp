@@ -1,0 +1,172 @@
+#include "tilecraft/jit/jit.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "disk_cache.h"
+#include "tilecraft/error.h"
+#include "tilecraft/jit/embedded_sources.h"
+#include "tilecraft/jit/hash.h"
+#include "tilecraft/runtime/device.h"
+#include "tilecraft/runtime/driver.h"
+
+namespace tilecraft::jit {
+namespace {
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::string(v) != "0";
+}
+
+struct State {
+  std::mutex mu;
+  std::unordered_map<std::string, std::shared_ptr<const CompiledKernel>> compiled;  // by memo string
+  std::unordered_map<std::string, std::unique_ptr<Launchable>> loaded;             // by memo@device
+  std::map<std::string, std::string> header_hash;                                  // closure hash per header
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+// A cheap string that identifies (spec, options, arch) within this process.
+std::string memo_string(const KernelSpec& spec, const CompileOptions& options, const std::string& arch) {
+  std::string m = spec.header + "|" + spec.function;
+  for (auto& a : spec.template_args) m += "|" + a;
+  return m + "|" + options.str() + "|" + arch;
+}
+
+// Hash of the contents of every embedded header `path` includes, computed once.
+std::string headers_hash(const std::string& path) {
+  State& s = state();
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (auto it = s.header_hash.find(path); it != s.header_hash.end()) return it->second;
+  }
+  Sha256 h;
+  for (const EmbeddedSource* src : include_closure(path)) h.field(src->path).field(src->text);
+  std::string hex = h.hex();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.header_hash[path] = hex;
+  return hex;
+}
+
+void dump(const CompiledKernel& k) {
+  const char* dir = std::getenv("TILECRAFT_DUMP_DIR");
+  if (!dir || !*dir) return;
+  namespace fs = std::filesystem;
+  fs::create_directories(dir);
+  std::string base = fmt::format("{}/{}_{}", dir, k.spec.short_name(), k.key.substr(0, 12));
+  std::ofstream(base + ".cu") << k.spec.generated_source();
+  std::ofstream(base + ".log") << k.log;
+  std::ofstream(base + ".cubin", std::ios::binary).write(k.cubin.data(), std::streamsize(k.cubin.size()));
+  try {
+    std::string ptx_arch = k.arch;
+    ptx_arch.replace(0, 2, "compute");
+    std::ofstream(base + ".ptx") << nvrtc_compile(k.spec, k.options, ptx_arch).binary;
+  } catch (const std::exception& e) {
+    std::ofstream(base + ".ptx") << "// PTX not produced: " << e.what() << "\n";
+  }
+}
+
+}  // namespace
+
+std::string cache_dir() {
+  if (const char* d = std::getenv("TILECRAFT_CACHE_DIR"); d && *d) return d;
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : "/tmp") + "/.cache/tilecraft";
+}
+
+bool disk_cache_enabled() { return !env_flag("TILECRAFT_DISABLE_CACHE"); }
+
+std::string cache_key(const KernelSpec& spec, const CompileOptions& options, const std::string& arch) {
+  Sha256 h;
+  h.field("tilecraft-jit-key-v1").field(TILECRAFT_VERSION).field(nvrtc_version());
+  h.field(spec.function).field(std::to_string(spec.template_args.size()));
+  for (auto& a : spec.template_args) h.field(a);
+  h.field(spec.generated_source()).field(headers_hash(spec.header));
+  for (auto& f : options.flags()) h.field(f);
+  h.field(arch);
+  return h.hex();
+}
+
+std::shared_ptr<const CompiledKernel> compile(const KernelSpec& spec, const CompileOptions& options,
+                                              const std::string& arch) {
+  State& s = state();
+  const std::string memo = memo_string(spec, options, arch);
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (auto it = s.compiled.find(memo); it != s.compiled.end()) return it->second;
+  }
+  const bool log = env_flag("TILECRAFT_JIT_LOG");
+  std::string key = cache_key(spec, options, arch);
+  std::optional<CompiledKernel> k;
+  if (disk_cache_enabled()) k = disk::load(key);
+  if (k) {
+    if (log) std::cerr << fmt::format("[tilecraft jit] disk hit {} {} [{}] {}\n", spec.name_expression(), arch,
+                                      options.str(), key.substr(0, 12));
+  } else {
+    CompileOutput out = nvrtc_compile(spec, options, arch);
+    k.emplace();
+    k->key = key;
+    k->cubin = std::move(out.binary);
+    k->lowered_name = out.lowered_name;
+    k->resources = out.resources;
+    k->compile_ms = out.compile_ms;
+    k->log = out.log;
+    k->arch = arch;
+    if (log) std::cerr << fmt::format("[tilecraft jit] compiled {} {} [{}] in {:.1f} ms ({} regs, {} B spill)\n",
+                                      spec.name_expression(), arch, options.str(), out.compile_ms,
+                                      out.resources.registers, out.resources.spill_store_bytes);
+  }
+  k->spec = spec;
+  k->options = options;
+  if (!k->disk_hit) {
+    if (disk_cache_enabled()) disk::store(*k);
+    dump(*k);
+  }
+  auto ptr = std::make_shared<const CompiledKernel>(std::move(*k));
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.compiled.emplace(memo, ptr).first->second;
+}
+
+const Launchable& get_kernel(const KernelSpec& spec, const CompileOptions& options, int device) {
+  rt::ensure_context(device);
+  const std::string arch = rt::device_info(device).arch();
+  State& s = state();
+  const std::string memo = memo_string(spec, options, arch) + "@" + std::to_string(device);
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (auto it = s.loaded.find(memo); it != s.loaded.end()) return *it->second;
+  }
+  auto compiled = compile(spec, options, arch);
+  auto l = std::make_unique<Launchable>();
+  l->compiled = compiled;
+  CUmodule mod;
+  TC_DRV(cuModuleLoadData, &mod, compiled->cubin.data());
+  TC_DRV(cuModuleGetFunction, &l->fn, mod, compiled->lowered_name.c_str());
+  std::lock_guard<std::mutex> lock(s.mu);
+  // Modules stay loaded for the process: Launchables are handed out by reference.
+  return *s.loaded.emplace(memo, std::move(l)).first->second;
+}
+
+void launch(const Launchable& k, unsigned grid_x, unsigned grid_y, unsigned block_x, unsigned smem_bytes,
+            CUstream stream, void* params) {
+  void* args[] = {params};
+  TC_DRV(cuLaunchKernel, k.fn, grid_x, grid_y, 1, block_x, 1, 1, smem_bytes, stream, args, nullptr);
+}
+
+void clear_memory_cache() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.compiled.clear();
+  // Loaded modules are kept (references may be held); only compile memo is dropped.
+}
+
+}  // namespace tilecraft::jit

@@ -1,0 +1,83 @@
+#include "tilecraft/jit/options.h"
+
+#include <sstream>
+
+#include "tilecraft/error.h"
+
+namespace tilecraft::jit {
+namespace {
+bool parse_bool(const std::string& key, const std::string& v) {
+  if (v.empty() || v == "1" || v == "true" || v == "on") return true;
+  if (v == "0" || v == "false" || v == "off") return false;
+  throw_arg_error(ErrorKind::kInvalidArgument, "compile options", key, "1/0/true/false/on/off", "'" + v + "'");
+}
+}  // namespace
+
+CompileOptions CompileOptions::parse(const std::string& text) {
+  CompileOptions o;
+  std::stringstream ss(text);
+  std::string part;
+  bool first = true;
+  while (std::getline(ss, part, ',')) {
+    if (first) {
+      first = false;
+      if (part == "release" || part == "profile" || part == "debug") {
+        o.set = part;
+        continue;
+      }
+      if (part.find('=') == std::string::npos && part.find('-') == std::string::npos)
+        throw_arg_error(ErrorKind::kInvalidArgument, "compile options", "set",
+                        "release, profile or debug", "'" + part + "'");
+    }
+    auto eq = part.find('=');
+    std::string key = part.substr(0, eq);
+    std::string val = eq == std::string::npos ? "" : part.substr(eq + 1);
+    if (key == "maxrregcount" || key == "max-registers") {
+      try {
+        o.max_registers = std::stoi(val);
+      } catch (...) {
+        throw_arg_error(ErrorKind::kInvalidArgument, "compile options", key, "an integer", "'" + val + "'");
+      }
+      if (o.max_registers < 0 || o.max_registers > 255)
+        throw_arg_error(ErrorKind::kInvalidArgument, "compile options", key, "0..255", val);
+    } else if (key == "fast-math") o.fast_math = parse_bool(key, val);
+    else if (key == "ftz") o.ftz = parse_bool(key, val);
+    else if (key == "prec-div") o.prec_div = parse_bool(key, val);
+    else if (key == "prec-sqrt") o.prec_sqrt = parse_bool(key, val);
+    else if (key == "fmad") o.fmad = parse_bool(key, val);
+    else
+      throw_arg_error(ErrorKind::kInvalidArgument, "compile options", key,
+                      "one of maxrregcount, fast-math, ftz, prec-div, prec-sqrt, fmad", "'" + key + "'");
+  }
+  return o;
+}
+
+std::vector<std::string> CompileOptions::flags() const {
+  std::vector<std::string> f{"-std=c++17", "-default-device"};
+  if (set == "debug") f.push_back("-G");
+  if (set == "profile") f.push_back("-lineinfo");
+  if (max_registers > 0) f.push_back("-maxrregcount=" + std::to_string(max_registers));
+  if (fast_math.value_or(false)) f.push_back("-use_fast_math");
+  auto tf = [](bool b) { return b ? "true" : "false"; };
+  if (ftz) f.push_back(std::string("-ftz=") + tf(*ftz));
+  if (prec_div) f.push_back(std::string("-prec-div=") + tf(*prec_div));
+  if (prec_sqrt) f.push_back(std::string("-prec-sqrt=") + tf(*prec_sqrt));
+  if (fmad) f.push_back(std::string("-fmad=") + tf(*fmad));
+  return f;
+}
+
+std::string CompileOptions::str() const {
+  std::string s = set;
+  if (max_registers > 0) s += ",maxrregcount=" + std::to_string(max_registers);
+  auto add = [&](const char* k, const std::optional<bool>& v) {
+    if (v) s += fmt::format(",{}={}", k, *v ? 1 : 0);
+  };
+  add("fast-math", fast_math);
+  add("ftz", ftz);
+  add("prec-div", prec_div);
+  add("prec-sqrt", prec_sqrt);
+  add("fmad", fmad);
+  return s;
+}
+
+}  // namespace tilecraft::jit
