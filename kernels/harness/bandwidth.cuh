@@ -2,21 +2,16 @@
 // Kernels the harness uses to measure this device: copy and read-only
 // streaming bandwidth (the memory ceilings), the L2 flush (a read, so the
 // cache is left clean), and an empty kernel (the launch floor).
+#include "harness/params.cuh"
 #include "tile/vec.cuh"
 
 namespace tc::harness {
 
-struct StreamParams {
-  const uint4* src;
-  uint4* dst;
-  unsigned long long n;  // 16-byte words
-  unsigned int* sink;    // written only if the checksum hits an impossible value
-};
 
 __global__ void copy_kernel(const StreamParams p) {
   unsigned long long stride = 1ull * gridDim.x * blockDim.x;
   for (unsigned long long i = 1ull * blockIdx.x * blockDim.x + threadIdx.x; i < p.n; i += stride)
-    p.dst[i] = load_stream<uint4, 1>(p.src + i).v[0];
+    static_cast<uint4*>(p.dst)[i] = load_stream<uint4, 1>(static_cast<const uint4*>(p.src) + i).v[0];
 }
 
 template <int UNROLL>
@@ -27,12 +22,12 @@ __global__ void read_kernel(const StreamParams p) {
   for (; i + (UNROLL - 1) * stride < p.n; i += UNROLL * stride) {
     uint4 v[UNROLL];
 #pragma unroll
-    for (int u = 0; u < UNROLL; ++u) v[u] = load_stream<uint4, 1>(p.src + i + u * stride).v[0];
+    for (int u = 0; u < UNROLL; ++u) v[u] = load_stream<uint4, 1>(static_cast<const uint4*>(p.src) + i + u * stride).v[0];
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
   }
   for (; i < p.n; i += stride) {
-    uint4 v = load_stream<uint4, 1>(p.src + i).v[0];
+    uint4 v = load_stream<uint4, 1>(static_cast<const uint4*>(p.src) + i).v[0];
     acc ^= v.x ^ v.y ^ v.z ^ v.w;
   }
   if (acc == 0x9e3779b9u) p.sink[0] = acc;  // keeps the loads alive

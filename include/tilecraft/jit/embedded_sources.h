@@ -11,7 +11,8 @@ struct EmbeddedSource {
   const char* text;
 };
 
-const std::vector<EmbeddedSource>& embedded_sources();
+const std::vector<EmbeddedSource>& embedded_sources();   // kernels/*.cuh
+const std::vector<EmbeddedSource>& embedded_manifest();  // manifest/*.yaml
 // nullptr when no embedded header has that path.
 const EmbeddedSource* find_embedded(std::string_view path);
 // The embedded headers `path` includes, directly or not, itself first; sorted

@@ -1,0 +1,67 @@
+#pragma once
+// What the harness needs from each op: generate a case's inputs from its
+// workload/variant/seed, run the golden, run either backend, check against an
+// independent float64 evaluation, and name the kernels a workload needs. Tests,
+// benchmarks, `compile` and `inspect` all go through this one interface.
+#include <cuda.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tilecraft/harness/manifest.h"
+#include "tilecraft/jit/kernel_spec.h"
+#include "tilecraft/jit/options.h"
+#include "tilecraft/tensor.h"
+
+namespace tilecraft::harness {
+
+struct Case {
+  const OpSpec* op = nullptr;
+  const VariantSpec* variant = nullptr;
+  const WorkloadSpec* workload = nullptr;
+  uint64_t seed = 0;
+  std::string id() const;  // "op/variant/workload"
+};
+
+struct CaseData {
+  std::map<std::string, HostTensor> inputs;  // by manifest name; absent optionals are absent
+  DType out_dtype = DType::kF32;
+  Shape out_shape;
+  std::map<std::string, double> symbols;     // workload symbols + derived, as generated
+};
+
+struct RunOptions {
+  bool checked = false;
+  jit::CompileOptions compile;
+  std::map<std::string, int> config;  // kernel config overrides, op-specific keys
+};
+
+// Independent check of an output against a float64 evaluation.
+struct F64Check {
+  double max_abs_err = 0;
+  double max_excess = 0;  // max of |out - ref| / allowed; <= 1 passes
+  int64_t num_failed = 0;
+  int64_t first_failed = -1;
+};
+
+class OpAdapter {
+ public:
+  virtual ~OpAdapter() = default;
+  virtual std::string name() const = 0;
+  virtual CaseData generate(const Case& c) const = 0;
+  virtual void golden(const CaseData& d, const TensorView& out) const = 0;
+  // The op's public entry on either backend (tensors all on one device).
+  virtual void run(const std::map<std::string, TensorView>& in, const TensorView& out, DeviceType backend,
+                   CUstream stream, const RunOptions& o) const = 0;
+  virtual F64Check check_f64(const CaseData& d, const TensorView& out) const = 0;
+  // Kernels a case needs, derived from the workload alone (no data, no GPU).
+  virtual std::vector<jit::KernelSpec> kernels(const Case& c, const RunOptions& o) const = 0;
+};
+
+// Registry of ops that have an adapter; throws naming the op if none.
+const OpAdapter& adapter_for(const std::string& op);
+bool has_adapter(const std::string& op);
+
+}  // namespace tilecraft::harness

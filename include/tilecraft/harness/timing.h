@@ -1,0 +1,46 @@
+#pragma once
+// The one benchmark protocol: warmup, then repeats (optionally several
+// trials), each timed iteration preceded by an L2 flush unless hot, CUDA
+// events around each iteration.
+#include <cuda.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tilecraft/tensor.h"
+
+namespace tilecraft::harness {
+
+struct TimingSettings {
+  int warmup = 10, repeat = 100, trials = 1;
+  bool hot = false;             // no flush
+  std::string flush = "read";   // read (leaves L2 clean) | write (memset, as do_bench)
+};
+
+struct TimingStats {
+  std::vector<double> samples_ms;
+  double mean = 0, median = 0, min = 0, max = 0, p50 = 0, p90 = 0, p99 = 0, std = 0;
+  nlohmann::json to_json_us() const;  // all in microseconds
+};
+
+TimingStats summarize(std::vector<double> samples_ms);
+
+// Evicts L2 by streaming a buffer of >= 2x L2 (read) or by memset (write).
+class L2Flusher {
+ public:
+  explicit L2Flusher(int device = 0);
+  void flush(CUstream stream, const std::string& mode);
+
+ private:
+  DeviceTensor buf_;
+  DeviceTensor sink_;
+};
+
+TimingStats time_cuda(const std::function<void(CUstream)>& fn, CUstream stream, const TimingSettings& s,
+                      L2Flusher* flusher);
+TimingStats time_cpu(const std::function<void()>& fn, const TimingSettings& s);
+
+}  // namespace tilecraft::harness

@@ -1,0 +1,33 @@
+#include "tilecraft/harness/op_adapter.h"
+
+#include "tilecraft/error.h"
+
+namespace tilecraft::harness {
+
+std::unique_ptr<OpAdapter> make_moe_reduce_fused_adapter();
+
+namespace {
+const std::map<std::string, std::unique_ptr<OpAdapter>>& registry() {
+  static const auto r = [] {
+    std::map<std::string, std::unique_ptr<OpAdapter>> m;
+    auto add = [&](std::unique_ptr<OpAdapter> a) { m.emplace(a->name(), std::move(a)); };
+    add(make_moe_reduce_fused_adapter());
+    return m;
+  }();
+  return r;
+}
+}  // namespace
+
+std::string Case::id() const { return op->name + "/" + variant->name + "/" + workload->name; }
+
+bool has_adapter(const std::string& op) { return registry().count(op) > 0; }
+
+const OpAdapter& adapter_for(const std::string& op) {
+  auto it = registry().find(op);
+  if (it == registry().end())
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("op '{}' is in the manifest but tilecraft has no implementation of it", op));
+  return *it->second;
+}
+
+}  // namespace tilecraft::harness

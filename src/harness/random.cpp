@@ -1,0 +1,56 @@
+#include "tilecraft/harness/random.h"
+
+#include <cmath>
+#include <thread>
+#include <vector>
+
+#include "harness/params.cuh"
+#include "tilecraft/error.h"
+#include "tilecraft/jit/jit.h"
+
+namespace tilecraft::harness {
+
+uint64_t hash_string(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a, then mixed
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return mix64(h);
+}
+
+void fill_uniform(const TensorView& t, uint64_t seed, uint64_t stream, float lo, float hi) {
+  if (!is_float(t.dtype) || t.is_cuda())
+    throw Error(ErrorKind::kInvalidArgument, "fill_uniform: expected a float host tensor, got " + t.describe());
+  const int64_t n = t.numel();
+  const float range = hi - lo;
+  auto work = [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      float v = std::fma(range, random_unit(seed, stream, uint64_t(i)), lo);
+      switch (t.dtype) {
+        case DType::kF32: t.ptr<float>()[i] = v; break;
+        case DType::kBF16: t.ptr<uint16_t>()[i] = conv::f32_to_bf16(v); break;
+        case DType::kF16: t.ptr<uint16_t>()[i] = conv::f32_to_f16(v); break;
+        case DType::kF8E4M3: t.ptr<uint8_t>()[i] = conv::f32_to_e4m3(v); break;
+        default: break;
+      }
+    }
+  };
+  const int threads = n < (1 << 20) ? 1 : int(std::max(1u, std::min(16u, std::thread::hardware_concurrency())));
+  std::vector<std::thread> pool;
+  const int64_t per = (n + threads - 1) / threads;
+  for (int i = 1; i < threads; ++i) pool.emplace_back(work, i * per, std::min(n, (i + 1) * per));
+  work(0, std::min(n, per));
+  for (auto& th : pool) th.join();
+}
+
+void fill_uniform_device(const TensorView& t, uint64_t seed, uint64_t stream_id, float lo, float hi, CUstream stream) {
+  if (!is_float(t.dtype) || !t.is_cuda())
+    throw Error(ErrorKind::kInvalidArgument, "fill_uniform_device: expected a float CUDA tensor, got " + t.describe());
+  if (t.numel() == 0) return;
+  jit::KernelSpec spec{"harness/random.cuh", "tc::harness::fill_uniform_kernel", {dtype_kernel_type(t.dtype)},
+                       std::string("fill ") + dtype_name(t.dtype)};
+  const auto& k = jit::get_kernel(spec, {}, t.device.index);
+  tc::harness::FillParams p{t.data, (unsigned long long)t.numel(), seed, stream_id, lo, hi - lo};
+  unsigned grid = unsigned(std::min<int64_t>((t.numel() + 255) / 256, 4096));
+  jit::launch(k, grid, 1, 256, 0, stream, &p);
+}
+
+}  // namespace tilecraft::harness

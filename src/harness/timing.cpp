@@ -1,0 +1,100 @@
+#include "tilecraft/harness/timing.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <numeric>
+
+#include "harness/params.cuh"
+#include "tilecraft/error.h"
+#include "tilecraft/jit/jit.h"
+#include "tilecraft/runtime/device.h"
+#include "tilecraft/runtime/driver.h"
+
+namespace tilecraft::harness {
+
+TimingStats summarize(std::vector<double> v) {
+  TimingStats s;
+  s.samples_ms = v;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  auto pct = [&](double p) {
+    double idx = p * double(v.size() - 1);
+    size_t lo = size_t(std::floor(idx)), hi = size_t(std::ceil(idx));
+    return v[lo] + (v[hi] - v[lo]) * (idx - double(lo));
+  };
+  s.min = v.front();
+  s.max = v.back();
+  s.mean = std::accumulate(v.begin(), v.end(), 0.0) / double(v.size());
+  s.median = s.p50 = pct(0.5);
+  s.p90 = pct(0.9);
+  s.p99 = pct(0.99);
+  double var = 0;
+  for (double x : v) var += (x - s.mean) * (x - s.mean);
+  s.std = v.size() > 1 ? std::sqrt(var / double(v.size() - 1)) : 0;
+  return s;
+}
+
+nlohmann::json TimingStats::to_json_us() const {
+  return {{"mean_us", mean * 1e3}, {"median_us", median * 1e3}, {"min_us", min * 1e3}, {"max_us", max * 1e3},
+          {"p50_us", p50 * 1e3},   {"p90_us", p90 * 1e3},       {"p99_us", p99 * 1e3}, {"std_us", std * 1e3},
+          {"samples", samples_ms.size()}};
+}
+
+L2Flusher::L2Flusher(int device) {
+  size_t l2 = size_t(rt::device_info(device).l2_bytes);
+  size_t bytes = std::max<size_t>(2 * l2, 64u << 20);
+  bytes = (bytes + 15) / 16 * 16;
+  buf_ = DeviceTensor(DType::kI32, {int64_t(bytes / 4)}, device);
+  buf_.fill_bytes(0x5a);
+  sink_ = DeviceTensor(DType::kI32, {4}, device);
+}
+
+void L2Flusher::flush(CUstream stream, const std::string& mode) {
+  if (mode == "write") {
+    TC_DRV(cuMemsetD8Async, reinterpret_cast<CUdeviceptr>(buf_.data()), 0, buf_.nbytes(), stream);
+    return;
+  }
+  static const jit::KernelSpec spec{"harness/bandwidth.cuh", "tc::harness::read_kernel", {"4"}, "l2 flush read"};
+  const auto& k = jit::get_kernel(spec, {}, buf_.view().device.index);
+  tc::harness::StreamParams p{buf_.data(), nullptr, buf_.nbytes() / 16, static_cast<unsigned*>(sink_.data())};
+  jit::launch(k, unsigned(rt::device_info(buf_.view().device.index).sm_count * 4), 1, 512, 0, stream, &p);
+}
+
+TimingStats time_cuda(const std::function<void(CUstream)>& fn, CUstream stream, const TimingSettings& s,
+                      L2Flusher* flusher) {
+  if (s.flush != "read" && s.flush != "write")
+    throw_arg_error(ErrorKind::kInvalidArgument, "bench", "--flush", "read or write", "'" + s.flush + "'");
+  for (int i = 0; i < s.warmup; ++i) fn(stream);
+  std::vector<double> samples;
+  std::vector<std::unique_ptr<rt::Event>> start, stop;
+  for (int i = 0; i < s.repeat; ++i) {
+    start.push_back(std::make_unique<rt::Event>());
+    stop.push_back(std::make_unique<rt::Event>());
+  }
+  for (int t = 0; t < s.trials; ++t) {
+    for (int i = 0; i < s.repeat; ++i) {
+      if (!s.hot && flusher) flusher->flush(stream, s.flush);
+      start[size_t(i)]->record(stream);
+      fn(stream);
+      stop[size_t(i)]->record(stream);
+    }
+    for (int i = 0; i < s.repeat; ++i) samples.push_back(double(stop[size_t(i)]->elapsed_ms_since(*start[size_t(i)])));
+  }
+  return summarize(std::move(samples));
+}
+
+TimingStats time_cpu(const std::function<void()>& fn, const TimingSettings& s) {
+  for (int i = 0; i < s.warmup; ++i) fn();
+  std::vector<double> samples;
+  for (int t = 0; t < s.trials; ++t)
+    for (int i = 0; i < s.repeat; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      fn();
+      samples.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+  return summarize(std::move(samples));
+}
+
+}  // namespace tilecraft::harness
