@@ -1,0 +1,413 @@
+#include "commands.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "tilecraft/error.h"
+#include "tilecraft/harness/ceilings.h"
+#include "tilecraft/harness/env.h"
+#include "tilecraft/harness/report.h"
+#include "tilecraft/jit/jit.h"
+#include "tilecraft/jit/embedded_sources.h"
+#include "tilecraft/runtime/device.h"
+#include "tilecraft/runtime/driver.h"
+
+namespace tilecraft::cli {
+namespace fs = std::filesystem;
+using harness::Case;
+using harness::Records;
+
+namespace {
+
+// Console output, optionally copied to a log file (logs/raw/<op>.log).
+struct Console {
+  std::ofstream file;
+  void line(const std::string& s) {
+    std::cout << s << "\n" << std::flush;
+    if (file) file << s << "\n" << std::flush;
+  }
+};
+
+struct Progress {
+  size_t total;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  std::string prefix(size_t i) const {
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return fmt::format("[{}/{} {:.1f}s]", i + 1, total, s);
+  }
+};
+
+DeviceType resolve_backend(const Options& o) {
+  if (o.backend == "cpu") return DeviceType::kCPU;
+  if (o.backend == "cuda") {
+    if (!rt::driver_available())
+      throw Error(ErrorKind::kNoDevice, "--backend cuda needs a GPU: " + rt::driver_unavailable_reason());
+    return DeviceType::kCUDA;
+  }
+  return rt::driver_available() ? DeviceType::kCUDA : DeviceType::kCPU;
+}
+
+std::string resolve_arch(const Options& o) {
+  if (!o.arch.empty()) {
+    jit::check_arch(o.arch);
+    return o.arch;
+  }
+  return rt::driver_available() ? rt::device_info(0).arch() : "sm_90a";
+}
+
+struct Selected {
+  harness::Manifest manifest;
+  std::deque<harness::WorkloadSpec> storage;
+  std::vector<Case> cases;
+};
+
+std::unique_ptr<Selected> select(const Options& o, harness::Selection s) {
+  auto sel = std::make_unique<Selected>();
+  sel->manifest = harness::Manifest::load(o.manifests);
+  sel->cases = harness::select_cases(sel->manifest, s, sel->storage);
+  return sel;
+}
+
+std::string shape_summary(const nlohmann::json& r) {
+  auto sym = r.value("symbols", nlohmann::json::object());
+  std::string s;
+  for (const char* k : {"T", "K", "H", "E"})
+    if (sym.contains(k)) s += fmt::format("{}{}={}", s.empty() ? "" : ",", k, sym[k].get<double>());
+  return s;
+}
+
+// Compiles the kernels of `cases` (deduplicated), in parallel; one record each.
+Records compile_cases(const std::vector<Case>& cases, const Options& o, const std::string& arch, Console& con) {
+  harness::RunOptions ro = o.run_options(false);
+  struct Item { std::string op; jit::KernelSpec spec; };
+  std::vector<Item> items;
+  std::set<std::string> seen;
+  for (auto& c : cases) {
+    for (bool checked : {false, true}) {  // tests run checked, benchmarks unchecked
+      ro.checked = checked;
+      for (auto& k : harness::adapter_for(c.op->name).kernels(c, ro))
+        if (seen.insert(k.name_expression()).second) items.push_back({c.op->name, k});
+    }
+  }
+  Records recs(items.size());
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  std::string first_error;
+  auto worker = [&] {
+    for (size_t i; (i = next++) < items.size();) {
+      nlohmann::json r{{"kind", "compile"}, {"op", items[i].op}, {"config", items[i].spec.config},
+                       {"kernel", items[i].spec.name_expression()}, {"arch", arch}, {"options", ro.compile.str()}};
+      try {
+        auto k = jit::compile(items[i].spec, ro.compile, arch);
+        r["registers"] = k->resources.registers;
+        r["spill_store_bytes"] = k->resources.spill_store_bytes;
+        r["spill_load_bytes"] = k->resources.spill_load_bytes;
+        r["smem_bytes"] = k->resources.smem_static_bytes;
+        r["stack_bytes"] = k->resources.stack_frame_bytes;
+        r["compile_ms"] = k->compile_ms;
+        r["cache"] = k->disk_hit ? "hit" : "miss";
+        r["key"] = k->key.substr(0, 16);
+        r["status"] = "ok";
+      } catch (const Error& e) {
+        r["status"] = "error";
+        r["error"] = e.what();
+        std::lock_guard<std::mutex> lock(mu);
+        if (first_error.empty()) first_error = e.what();
+      }
+      recs[i] = r;
+    }
+  };
+  unsigned n = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (unsigned i = 0; i < n; ++i) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+  con.line(fmt::format("{:<58} {:>4} {:>6} {:>6} {:>6} {:>9} {:>5}", "kernel config", "regs", "spill", "smem",
+                       "stack", "compile", "cache"));
+  int errors = 0;
+  for (auto& r : recs) {
+    if (r["status"] == "ok")
+      con.line(fmt::format("{:<58} {:>4} {:>6} {:>6} {:>6} {:>7.1f}ms {:>5}", r["config"].get<std::string>(),
+                           r["registers"].get<int>(), r["spill_store_bytes"].get<int>(), r["smem_bytes"].get<int>(),
+                           r["stack_bytes"].get<int>(), r["compile_ms"].get<double>(), r["cache"].get<std::string>()));
+    else {
+      ++errors;
+      con.line(fmt::format("{:<58} ERROR {}", r["config"].get<std::string>(), r["error"].get<std::string>()));
+    }
+  }
+  con.line(fmt::format("{} kernels for {} ({} errors), cache dir {}", recs.size(), arch, errors,
+                       jit::disk_cache_enabled() ? jit::cache_dir() : "disabled"));
+  return recs;
+}
+
+Records test_cases(const std::vector<Case>& cases, DeviceType backend, const Options& o, const harness::EnvInfo& env,
+                   Console& con, int& failed) {
+  Records recs;
+  Progress p{cases.size()};
+  int passed = 0;
+  failed = 0;
+  auto ro = o.run_options(true);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    nlohmann::json r = harness::run_correctness(cases[i], backend, ro, env);
+    r["kind"] = "correctness";
+    bool ok = r["status"] == "pass";
+    (ok ? passed : failed)++;
+    std::string detail = ok ? fmt::format("{} elements, max abs err {:.3g}", r.value("num_elements", 0),
+                                          r.value("max_abs_err", 0.0))
+                            : r.value("error", std::string("failed"));
+    con.line(fmt::format("{} {:<4} {} [{}] {} seed={} {}", p.prefix(i), ok ? "PASS" : "FAIL", r["case_id"].get<std::string>(),
+                         r["backend"].get<std::string>(), shape_summary(r), r["seed"].get<uint64_t>(), detail));
+    recs.push_back(std::move(r));
+  }
+  con.line(fmt::format("{} passed, {} failed", passed, failed));
+  return recs;
+}
+
+Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Options& o, const harness::EnvInfo& env,
+                    const harness::TimingSettings& timing, Console& con, std::optional<harness::Ceilings>& ceilings) {
+  harness::BenchContext ctx;
+  ctx.timing = timing;
+  std::unique_ptr<harness::L2Flusher> flusher;
+  if (backend == DeviceType::kCUDA) {
+    if (!ceilings) {
+      con.line("measuring ceilings (copy, read, GEMM, empty launch)...");
+      ceilings = harness::measure_ceilings(0, o.remeasure);
+    }
+    con.line(fmt::format("ceilings{}: copy {:.0f} GB/s, read {:.0f} GB/s, GEMM {:.1f} TFLOP/s, empty launch {:.2f} us",
+                         ceilings->from_cache ? " (cached " + ceilings->measured_at + ")" : "", ceilings->copy_gbps,
+                         ceilings->read_gbps, ceilings->gemm_tflops, ceilings->empty_launch_us));
+    ctx.ceilings = &*ceilings;
+    flusher = std::make_unique<harness::L2Flusher>(0);
+    ctx.flusher = flusher.get();
+  }
+  Records recs;
+  Progress p{cases.size()};
+  auto ro = o.run_options(false);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    nlohmann::json r = harness::run_bench(cases[i], backend, ro, ctx, env);
+    r["kind"] = "bench";
+    if (r["status"] == "error") {
+      con.line(fmt::format("{} ERROR {} {}", p.prefix(i), r["case_id"].get<std::string>(), r["error"].get<std::string>()));
+    } else {
+      auto t = r["timing"];
+      std::string frac = r.contains("frac_copy_bw")
+                             ? fmt::format(" {:5.1f}% copy {:5.1f}% read {}", 100 * r["frac_copy_bw"].get<double>(),
+                                           100 * r["frac_read_bw"].get<double>(), r.value("bound", ""))
+                             : "";
+      con.line(fmt::format("{} {} [{}] {} median {:.2f} us (p90 {:.2f}) {:.0f} GB/s{}{}", p.prefix(i),
+                           r["case_id"].get<std::string>(), r["backend"].get<std::string>(), shape_summary(r),
+                           t["median_us"].get<double>(), t["p90_us"].get<double>(), r["gbps"].get<double>(), frac,
+                           r["verified"].get<bool>() ? "" : " WRONG RESULT"));
+    }
+    recs.push_back(std::move(r));
+  }
+  return recs;
+}
+
+void print_env(const harness::EnvInfo& env, Console& con) {
+  if (!env.has_gpu) con.line("no CUDA device: " + env.no_gpu_reason);
+  for (auto& [k, v] : env.j.items())
+    con.line(fmt::format("{:<26} {}", k, v.is_string() ? v.get<std::string>() : v.dump()));
+}
+
+std::string find_tool(const std::string& name) {
+  for (std::string dir : {jit::cuda_home() + "/bin/", std::string("/usr/local/cuda/bin/")})
+    if (access((dir + name).c_str(), X_OK) == 0) return dir + name;
+  if (std::system(("command -v " + name + " >/dev/null 2>&1").c_str()) == 0) return name;
+  return "";
+}
+
+}  // namespace
+
+int cmd_env(const Options&) {
+  Console con;
+  print_env(harness::capture_env(), con);
+  return 0;
+}
+
+int cmd_list(const Options& o) {
+  auto m = harness::Manifest::load(o.manifests);
+  for (auto& op : m.ops()) {
+    std::cout << fmt::format("{} ({}){}: {}\n", op.name, op.family,
+                             harness::has_adapter(op.name) ? "" : " [no implementation]", op.summary);
+    std::cout << "  variants:";
+    for (auto& v : op.variants) std::cout << " " << v.name;
+    std::cout << "\n  default tags:";
+    for (auto& t : op.default_tags) std::cout << " " << t;
+    std::map<std::string, int> tags;
+    for (auto& w : op.workloads)
+      for (auto& t : w.tags) tags[t]++;
+    std::cout << "\n  workloads: " << op.workloads.size() << " (";
+    for (auto& [t, n] : tags) std::cout << t << ":" << n << " ";
+    std::cout << ")\n";
+    for (auto& w : op.workloads) {
+      if (!o.tag.empty() && !w.has_tag(o.tag)) continue;
+      if (o.tag.empty() && w.has_tag("full") && !w.has_tag("smoke")) continue;  // the matrix is long: --tag full
+      std::string syms;
+      for (auto& [k, v] : w.symbols) syms += fmt::format("{}={} ", k, v);
+      std::string tg;
+      for (auto& t : w.tags) tg += (tg.empty() ? "" : ",") + t;
+      std::cout << fmt::format("    {:<28} {}dtype={} [{}]{}\n", w.name, syms, w.dtype, tg,
+                               w.note.empty() ? "" : "  # " + w.note);
+    }
+    if (o.tag.empty()) std::cout << "    (workloads tagged only 'full' are listed with --tag full)\n";
+  }
+  return 0;
+}
+
+int cmd_compile(const Options& o) {
+  auto sel = select(o, o.selection());
+  Console con;
+  auto recs = compile_cases(sel->cases, o, resolve_arch(o), con);
+  for (auto& r : recs)
+    if (r["status"] != "ok") return 1;
+  return 0;
+}
+
+int cmd_test(const Options& o) {
+  DeviceType backend = resolve_backend(o);
+  auto sel = select(o, o.selection());
+  Console con;
+  auto env = harness::capture_env();
+  if (backend == DeviceType::kCPU && o.backend.empty())
+    con.line("note: no CUDA device (" + env.no_gpu_reason + "); testing the CPU backend");
+  int failed = 0;
+  test_cases(sel->cases, backend, o, env, con, failed);
+  return failed ? 1 : 0;
+}
+
+int cmd_bench(const Options& o) {
+  DeviceType backend = resolve_backend(o);
+  auto sel = select(o, o.selection());
+  Console con;
+  auto env = harness::capture_env();
+  if (backend == DeviceType::kCPU && o.backend.empty())
+    con.line("note: no CUDA device (" + env.no_gpu_reason + "); timing the CPU backend");
+  std::optional<harness::Ceilings> ceilings;
+  auto recs = bench_cases(sel->cases, backend, o, env, o.timing(), con, ceilings);
+  for (auto& r : recs)
+    if (r["status"] != "ok") return 1;
+  return 0;
+}
+
+int cmd_inspect(const Options& o) {
+  if (o.op.empty() || (o.workload.empty() && o.shapes.empty()))
+    throw_arg_error(ErrorKind::kInvalidArgument, "inspect", "--op/--workload", "an op and a workload (or --shape)",
+                    "op '" + o.op + "', workload '" + o.workload + "'");
+  auto sel = select(o, o.selection());
+  const Case& c = sel->cases.front();  // first variant unless --variant
+  auto specs = harness::adapter_for(c.op->name).kernels(c, o.run_options(false));
+  if (specs.empty()) {
+    std::cout << c.id() << ": no kernel is launched for this workload (empty problem)\n";
+    return 0;
+  }
+  const std::string arch = resolve_arch(o);
+  auto copts = jit::CompileOptions::parse(o.compile_options);
+  for (auto& spec : specs) {
+    std::cout << "// " << c.id() << ": " << spec.config << "\n";
+    if (o.dump == "source") {
+      std::cout << spec.generated_source() << "\n// ---- " << spec.header << " ----\n"
+                << jit::find_embedded(spec.header)->text << "\n";
+    } else if (o.dump == "ptx") {
+      std::string ptx_arch = arch;
+      ptx_arch.replace(0, 2, "compute");
+      std::cout << jit::nvrtc_compile(spec, copts, ptx_arch).binary << "\n";
+    } else if (o.dump == "resources") {
+      auto k = jit::compile(spec, copts, arch);
+      std::cout << fmt::format("kernel {}\narch {}\noptions {}\nkey {}\nlowered {}\nregisters {}\nspill stores {} B\n"
+                               "spill loads {} B\nstatic smem {} B\nstack frame {} B\ncmem[0] {} B\ncompile {:.1f} ms ({})\n",
+                               spec.name_expression(), arch, copts.str(), k->key, k->lowered_name,
+                               k->resources.registers, k->resources.spill_store_bytes, k->resources.spill_load_bytes,
+                               k->resources.smem_static_bytes, k->resources.stack_frame_bytes, k->resources.cmem_bytes,
+                               k->compile_ms, k->disk_hit ? "disk cache hit" : "compiled now");
+    } else {  // sass
+      auto k = jit::compile(spec, copts, arch);
+      std::string tool = find_tool("cuobjdump");
+      bool nvdisasm = false;
+      if (tool.empty()) {
+        tool = find_tool("nvdisasm");
+        nvdisasm = true;
+      }
+      if (tool.empty()) {
+        std::cout << "SASS unavailable: neither cuobjdump nor nvdisasm was found (looked in " << jit::cuda_home()
+                  << "/bin and PATH)\n";
+        return 1;
+      }
+      fs::path tmp = fs::temp_directory_path() / fmt::format("tilecraft_{}_{}.cubin", getpid(), k->key.substr(0, 12));
+      std::ofstream(tmp, std::ios::binary).write(k->cubin.data(), std::streamsize(k->cubin.size()));
+      std::string cmd = nvdisasm ? tool + " -c '" + tmp.string() + "'" : tool + " --dump-sass '" + tmp.string() + "'";
+      int rc = std::system(cmd.c_str());
+      fs::remove(tmp);
+      if (rc != 0) return 1;
+    }
+  }
+  return 0;
+}
+
+int cmd_run(const Options& o) {
+  const fs::path out = o.out;
+  auto env = harness::capture_env();
+  const DeviceType backend = env.has_gpu ? DeviceType::kCUDA : DeviceType::kCPU;
+  harness::Selection s = o.selection();
+  auto sel = select(o, s);
+  std::string note;
+  harness::TimingSettings timing = o.timing();
+  if (!env.has_gpu) {
+    note = "GPU work skipped: " + env.no_gpu_reason +
+           ". Kernels were compiled for sm_90a with NVRTC; correctness and timing ran on the CPU backend "
+           "(CPU timings, not GPU timings).";
+    // CPU timing of the large workloads: a few repeats suffice to show the CPU backend's speed.
+    timing.warmup = std::min(timing.warmup, 1);
+    timing.repeat = std::min(timing.repeat, 3);
+  }
+  std::map<std::string, std::vector<Case>> by_op;
+  for (auto& c : sel->cases) by_op[c.op->name].push_back(c);
+  Records all_compile, all_test, all_bench;
+  std::optional<harness::Ceilings> ceilings;
+  const std::string arch = env.has_gpu && o.arch.empty() ? rt::device_info(0).arch() : (o.arch.empty() ? "sm_90a" : o.arch);
+  int failures = 0;
+  for (auto& [op, cases] : by_op) {
+    Console con;
+    fs::create_directories(out / "logs" / "raw");
+    con.file.open(out / "logs" / "raw" / (op + ".log"));
+    con.line("== env");
+    print_env(env, con);
+    if (!note.empty()) con.line("NOTE: " + note);
+    con.line(fmt::format("== compile ({} cases)", cases.size()));
+    Options co = o;
+    co.arch = arch;
+    Records comp = compile_cases(cases, co, arch, con);
+    con.line(fmt::format("== test [{}]", backend == DeviceType::kCUDA ? "cuda" : "cpu"));
+    int failed = 0;
+    Records test = test_cases(cases, backend, o, env, con, failed);
+    failures += failed;
+    con.line(fmt::format("== bench [{}]", backend == DeviceType::kCUDA ? "cuda" : "cpu"));
+    Records bench = bench_cases(cases, backend, o, env, timing, con, ceilings);
+    Records op_all;
+    for (auto* rs : {&comp, &test, &bench}) op_all.insert(op_all.end(), rs->begin(), rs->end());
+    harness::write_jsonl((out / "logs" / "json" / (op + ".jsonl")).string(), op_all);
+    harness::write_csv((out / "logs" / "csv" / (op + ".csv")).string(), op_all);
+    all_compile.insert(all_compile.end(), comp.begin(), comp.end());
+    all_test.insert(all_test.end(), test.begin(), test.end());
+    all_bench.insert(all_bench.end(), bench.begin(), bench.end());
+  }
+  fs::create_directories(out / "reports");
+  std::ofstream(out / "reports" / "correctness_report.md") << harness::correctness_report(env, all_test, note);
+  std::ofstream(out / "reports" / "performance_report.md")
+      << harness::performance_report(env, ceilings ? &*ceilings : nullptr, all_bench, note);
+  std::ofstream(out / "reports" / "algorithm_design_report.md")
+      << harness::design_report(sel->manifest, all_bench, all_compile);
+  std::cout << fmt::format("results written to {} (logs/raw, logs/json, logs/csv, reports/)\n", out.string());
+  if (!note.empty()) std::cout << "NOTE: " << note << "\n";
+  return failures ? 1 : 0;
+}
+
+}  // namespace tilecraft::cli

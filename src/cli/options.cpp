@@ -1,0 +1,76 @@
+#include "options.h"
+
+#include "tilecraft/error.h"
+
+namespace tilecraft::cli {
+
+harness::Selection Options::selection() const {
+  harness::Selection s;
+  s.op = op;
+  s.variant = variant;
+  s.workload = workload;
+  s.tag = tag;
+  s.shapes = shapes;
+  s.seed = seed;
+  return s;
+}
+
+harness::RunOptions Options::run_options(bool checked) const {
+  harness::RunOptions r;
+  r.checked = checked && !unchecked;
+  r.compile = jit::CompileOptions::parse(compile_options);
+  for (auto& kv : config) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos)
+      throw_arg_error(ErrorKind::kInvalidArgument, "tilecraft", "--config", "KEY=INTEGER", "'" + kv + "'");
+    try {
+      r.config[kv.substr(0, eq)] = std::stoi(kv.substr(eq + 1));
+    } catch (const std::exception&) {
+      throw_arg_error(ErrorKind::kInvalidArgument, "tilecraft", "--config", "KEY=INTEGER", "'" + kv + "'");
+    }
+  }
+  return r;
+}
+
+harness::TimingSettings Options::timing() const {
+  harness::TimingSettings t;
+  t.warmup = warmup;
+  t.repeat = repeat;
+  t.trials = trials;
+  t.hot = hot;
+  t.flush = flush;
+  return t;
+}
+
+void add_manifest_flags(CLI::App* app, Options& o) {
+  app->add_option("--manifest", o.manifests, "Extra manifest file(s), merged with the built-in ones")
+      ->check(CLI::ExistingFile);
+}
+
+void add_filter_flags(CLI::App* app, Options& o) {
+  add_manifest_flags(app, o);
+  app->add_option("--op", o.op, "Operator name");
+  app->add_option("--variant", o.variant, "Variant name");
+  app->add_option("--workload", o.workload, "Workload name");
+  app->add_option("--tag", o.tag, "Workload tag (default: each op's default tags)");
+  app->add_option("--shape", o.shapes, "Ad-hoc workload, e.g. 'T=777,K=6,H=5120,dtype=bf16'");
+  app->add_option("--seed", o.seed, "Base seed (each case derives its own, recorded)");
+}
+
+void add_compile_flags(CLI::App* app, Options& o) {
+  app->add_option("--options", o.compile_options,
+                  "Compile option set: release|profile|debug[,maxrregcount=N,fast-math,ftz=0|1,prec-div=0|1,"
+                  "prec-sqrt=0|1,fmad=0|1]");
+  app->add_option("--config", o.config, "Kernel config override KEY=N (moe_reduce_fused: vec, items, block)");
+}
+
+void add_timing_flags(CLI::App* app, Options& o) {
+  app->add_option("--warmup", o.warmup, "Warmup iterations")->check(CLI::Range(0, 100000));
+  app->add_option("--repeat", o.repeat, "Timed iterations per trial")->check(CLI::Range(1, 100000));
+  app->add_option("--trials", o.trials, "Trials")->check(CLI::Range(1, 1000));
+  app->add_flag("--hot", o.hot, "No L2 flush between iterations");
+  app->add_option("--flush", o.flush, "L2 flush mode")->check(CLI::IsMember({"read", "write"}));
+  app->add_flag("--remeasure-ceilings", o.remeasure, "Measure the device ceilings again instead of using the cache");
+}
+
+}  // namespace tilecraft::cli

@@ -1,0 +1,29 @@
+#pragma once
+// Ceilings measured on this device: device-to-device copy bandwidth (bytes
+// read + written), read-only streaming bandwidth, a cuBLAS bf16 GEMM on a large
+// square problem, and the time of an empty kernel launch. Cached per device in
+// the JIT cache directory; re-measured on request.
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace tilecraft::harness {
+
+struct Ceilings {
+  double copy_gbps = 0;       // GB/s = 1e9 bytes/s
+  double read_gbps = 0;
+  double gemm_tflops = 0;     // 0 if cuBLAS could not be loaded
+  double empty_launch_us = 0; // event-timed empty kernel, median
+  std::string gemm_note;
+  std::string measured_at;
+  bool from_cache = false;
+  nlohmann::json to_json() const;
+};
+
+Ceilings measure_ceilings(int device, bool remeasure);
+
+// cuBLAS bf16 GEMM (m=n=k) in TFLOP/s on random data, loaded with dlopen.
+// Returns 0 and sets `note` when cuBLAS is unavailable.
+double cublas_gemm_tflops(int device, int n, std::string& note);
+
+}  // namespace tilecraft::harness

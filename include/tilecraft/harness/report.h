@@ -1,0 +1,26 @@
+#pragma once
+// Writers for the results layout: JSONL is the record; CSV and Markdown are
+// derived from the same records.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tilecraft/harness/ceilings.h"
+#include "tilecraft/harness/env.h"
+#include "tilecraft/harness/manifest.h"
+
+namespace tilecraft::harness {
+
+using Records = std::vector<nlohmann::json>;
+
+void write_jsonl(const std::string& path, const Records& records);
+void write_csv(const std::string& path, const Records& records);  // nested objects flattened as a.b
+
+std::string correctness_report(const EnvInfo& env, const Records& correctness, const std::string& note);
+std::string performance_report(const EnvInfo& env, const Ceilings* ceilings, const Records& bench,
+                               const std::string& note);
+std::string design_report(const Manifest& m, const Records& bench, const Records& compile);
+std::string env_markdown(const EnvInfo& env);
+
+}  // namespace tilecraft::harness

@@ -1,0 +1,39 @@
+#pragma once
+// Selecting cases from the manifest, and running one case for correctness or
+// for timing. Each run returns one JSON record (the JSONL line).
+#include <deque>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tilecraft/harness/ceilings.h"
+#include "tilecraft/harness/env.h"
+#include "tilecraft/harness/manifest.h"
+#include "tilecraft/harness/op_adapter.h"
+#include "tilecraft/harness/timing.h"
+
+namespace tilecraft::harness {
+
+struct Selection {
+  std::string op, variant, workload, tag;  // empty = any (tag: the op's default tags)
+  std::vector<std::string> shapes;         // --shape: ad-hoc workloads of the selected op
+  uint64_t seed = 20261129;
+};
+
+// Cases in manifest order. Ad-hoc workloads are stored in `storage` (cases
+// point into it). Throws naming the filter when it matches nothing.
+std::vector<Case> select_cases(const Manifest& m, const Selection& s, std::deque<WorkloadSpec>& storage);
+
+nlohmann::json run_correctness(const Case& c, DeviceType backend, const RunOptions& o, const EnvInfo& env);
+
+struct BenchContext {
+  TimingSettings timing;
+  const Ceilings* ceilings = nullptr;  // GPU only
+  L2Flusher* flusher = nullptr;
+  bool host_overhead = true;           // also time the host side of a cached call
+};
+nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o, const BenchContext& ctx,
+                         const EnvInfo& env);
+
+}  // namespace tilecraft::harness

@@ -1,0 +1,41 @@
+#pragma once
+// Flags shared by the tilecraft subcommands.
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+#include "tilecraft/harness/op_adapter.h"
+#include "tilecraft/harness/runner.h"
+#include "tilecraft/harness/timing.h"
+
+namespace tilecraft::cli {
+
+struct Options {
+  std::vector<std::string> manifests;
+  std::vector<std::string> shapes;
+  std::string op, variant, workload, tag;
+  std::string backend;  // cuda | cpu | "" (cuda when a GPU is present)
+  uint64_t seed = 20261129;
+  std::string arch;     // "" = the device's, or sm_90a without a GPU
+  std::string compile_options = "release";
+  std::vector<std::string> config;  // key=value kernel overrides
+  int warmup = 10, repeat = 100, trials = 1;
+  bool hot = false;
+  std::string flush = "read";
+  bool remeasure = false;
+  std::string out = "results";
+  std::string dump;     // inspect: source|ptx|sass|resources
+  bool unchecked = false;
+
+  harness::Selection selection() const;
+  harness::RunOptions run_options(bool checked) const;
+  harness::TimingSettings timing() const;
+};
+
+void add_manifest_flags(CLI::App* app, Options& o);
+void add_filter_flags(CLI::App* app, Options& o);
+void add_compile_flags(CLI::App* app, Options& o);
+void add_timing_flags(CLI::App* app, Options& o);
+
+}  // namespace tilecraft::cli

@@ -1,0 +1,169 @@
+#include "tilecraft/harness/report.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "tilecraft/error.h"
+
+namespace tilecraft::harness {
+namespace {
+
+std::ofstream open_out(const std::string& path) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream out(path);
+  if (!out) throw Error(ErrorKind::kInvalidArgument, "report: cannot write '" + path + "'");
+  return out;
+}
+
+void flatten(const nlohmann::json& j, const std::string& prefix, std::map<std::string, std::string>& out) {
+  if (j.is_object()) {
+    for (auto& [k, v] : j.items()) flatten(v, prefix.empty() ? k : prefix + "." + k, out);
+  } else if (j.is_string()) {
+    out[prefix] = j.get<std::string>();
+  } else {
+    out[prefix] = j.dump();
+  }
+}
+
+std::string csv_cell(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+std::string num(const nlohmann::json& r, const char* key, const char* f = "{:.2f}") {
+  if (!r.contains(key) || r[key].is_null()) return "-";
+  if (r[key].is_number()) return fmt::format(fmt::runtime(f), r[key].get<double>());
+  return r[key].dump();
+}
+
+std::string pct(const nlohmann::json& r, const char* key) {
+  if (!r.contains(key)) return "-";
+  return fmt::format("{:.1f}%", 100 * r[key].get<double>());
+}
+
+}  // namespace
+
+void write_jsonl(const std::string& path, const Records& records) {
+  auto out = open_out(path);
+  for (auto& r : records) out << r.dump() << "\n";
+}
+
+void write_csv(const std::string& path, const Records& records) {
+  std::vector<std::map<std::string, std::string>> rows;
+  std::vector<std::string> cols;
+  std::set<std::string> seen;
+  for (auto& r : records) {
+    std::map<std::string, std::string> row;
+    flatten(r, "", row);
+    for (auto& [k, v] : row)
+      if (seen.insert(k).second) cols.push_back(k);
+    rows.push_back(std::move(row));
+  }
+  auto out = open_out(path);
+  for (size_t i = 0; i < cols.size(); ++i) out << (i ? "," : "") << csv_cell(cols[i]);
+  out << "\n";
+  for (auto& row : rows) {
+    for (size_t i = 0; i < cols.size(); ++i) {
+      auto it = row.find(cols[i]);
+      out << (i ? "," : "") << (it == row.end() ? "" : csv_cell(it->second));
+    }
+    out << "\n";
+  }
+}
+
+std::string env_markdown(const EnvInfo& env) {
+  std::string s = "| field | value |\n|---|---|\n";
+  for (auto& [k, v] : env.j.items()) s += fmt::format("| {} | {} |\n", k, v.is_string() ? v.get<std::string>() : v.dump());
+  return s;
+}
+
+std::string correctness_report(const EnvInfo& env, const Records& recs, const std::string& note) {
+  int pass = 0, fail = 0, err = 0;
+  for (auto& r : recs) {
+    std::string st = r.value("status", "");
+    (st == "pass" ? pass : st == "fail" ? fail : err)++;
+  }
+  std::string s = "# Correctness report\n\n";
+  if (!note.empty()) s += "> " + note + "\n\n";
+  s += fmt::format("**{} passed, {} failed, {} errors** out of {} cases. Golden: the CPU reference of each op "
+                   "(bitwise where the op promises it), plus an independent float64 evaluation with a derived "
+                   "error bound. Outputs are poisoned (0xff bytes, NaN) before every run.\n\n",
+                   pass, fail, err, recs.size());
+  s += "## Environment\n\n" + env_markdown(env) + "\n## Cases\n\n";
+  s += "| case | backend | status | mode | elements | failed | max abs err | f64 err/bound | seed | config |\n";
+  s += "|---|---|---|---|---|---|---|---|---|---|\n";
+  for (auto& r : recs) {
+    s += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r.value("case_id", "?"),
+                     r.value("backend", "?"), r.value("status", "?"), r.value("compare_mode", "-"),
+                     num(r, "num_elements", "{:.0f}"), num(r, "num_failed", "{:.0f}"), num(r, "max_abs_err", "{:.3g}"),
+                     num(r, "f64_max_err_over_bound", "{:.3f}"), r.value("seed", uint64_t(0)), r.value("config", "-"));
+    if (r.contains("error")) s += fmt::format("| ↳ error | | | | | | | | | {} |\n", r["error"].get<std::string>());
+  }
+  return s;
+}
+
+std::string performance_report(const EnvInfo& env, const Ceilings* ce, const Records& recs, const std::string& note) {
+  std::string s = "# Performance report\n\n";
+  if (!note.empty()) s += "> " + note + "\n\n";
+  s += "Protocol: warmup, then timed repeats with CUDA events around each iteration; before each timed "
+       "iteration the L2 is flushed by the mode in the `flush` column (`read` streams a buffer of 2x L2 so the "
+       "cache is cold and clean; `write` is a memset, as Triton's do_bench). Bytes and flops come from the "
+       "manifest formulas; `bytes` counts every slot, `GB/s valid` counts only valid (non -1) slots.\n\n";
+  if (ce) {
+    s += fmt::format(
+        "## Ceilings measured on this device{}\n\n| ceiling | value |\n|---|---|\n"
+        "| device-to-device copy (read+write) | {:.0f} GB/s |\n| read-only stream | {:.0f} GB/s |\n"
+        "| GEMM ({}) | {:.1f} TFLOP/s |\n| empty kernel launch (event-timed median) | {:.2f} us |\n\n",
+        ce->from_cache ? " (from cache, measured " + ce->measured_at + ")" : " (this run)", ce->copy_gbps,
+        ce->read_gbps, ce->gemm_note.empty() ? "cuBLAS" : ce->gemm_note, ce->gemm_tflops, ce->empty_launch_us);
+  }
+  s += "## Environment\n\n" + env_markdown(env) + "\n## Results\n\n";
+  s += "| case | backend | median us | p90 us | min us | GB/s | GB/s valid | % copy | % read | TFLOP/s | bound | "
+       "host us/call | vs empty launch | verified | flush |\n";
+  s += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (auto& r : recs) {
+    auto t = r.value("timing", nlohmann::json::object());
+    s += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                     r.value("case_id", "?"), r.value("backend", "?"), num(t, "median_us"), num(t, "p90_us"),
+                     num(t, "min_us"), num(r, "gbps", "{:.0f}"), num(r, "gbps_valid", "{:.0f}"), pct(r, "frac_copy_bw"),
+                     pct(r, "frac_read_bw"), num(r, "tflops", "{:.3f}"), r.value("bound", "-"),
+                     num(r, "host_overhead_us"), num(r, "vs_empty_launch", "{:.2f}x"),
+                     r.contains("verified") ? (r["verified"].get<bool>() ? "yes" : "NO") : "-", r.value("flush", "-"));
+    if (r.contains("error")) s += fmt::format("| ↳ error: {} |\n", r["error"].get<std::string>());
+  }
+  s += "\nBound rules: `latency` when the median is under 3x the empty-kernel launch; otherwise `memory` when "
+       "flops/byte is under the ridge point (GEMM peak / copy bandwidth), else `compute`.\n";
+  return s;
+}
+
+std::string design_report(const Manifest& m, const Records& bench, const Records& compile) {
+  std::string s = "# Algorithm design report\n\n";
+  for (auto& op : m.ops()) {
+    s += "## " + op.name + "\n\n" + op.summary + "\n\n";
+    for (const char* k : {"tiling", "memory", "bottleneck", "next_steps"}) {
+      auto it = op.design.find(k);
+      if (it != op.design.end()) s += fmt::format("**{}.** {}\n\n", k, it->second);
+    }
+    s += "### Kernels compiled (resources from ptxas)\n\n| kernel config | registers | spill B | smem B | stack B |\n"
+         "|---|---|---|---|---|\n";
+    for (auto& r : compile)
+      if (r.value("op", "") == op.name)
+        s += fmt::format("| {} | {} | {} | {} | {} |\n", r.value("config", "?"), r.value("registers", -1),
+                         r.value("spill_store_bytes", 0), r.value("smem_bytes", 0), r.value("stack_bytes", 0));
+    s += "\n### Measured bottleneck per workload\n\n| case | bound | rule | % copy bw |\n|---|---|---|---|\n";
+    for (auto& r : bench)
+      if (r.value("op", "") == op.name && r.contains("bound"))
+        s += fmt::format("| {} | {} | {} | {} |\n", r.value("case_id", "?"), r.value("bound", "-"),
+                         r.value("bound_rule", "-"), pct(r, "frac_copy_bw"));
+    s += "\n";
+  }
+  return s;
+}
+
+}  // namespace tilecraft::harness

@@ -1,0 +1,287 @@
+#include "tilecraft/harness/runner.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "tilecraft/error.h"
+#include "tilecraft/harness/random.h"
+#include "tilecraft/runtime/device.h"
+#include "tilecraft/runtime/driver.h"
+
+namespace tilecraft::harness {
+namespace {
+
+constexpr uint8_t kPoison = 0xff;  // NaN in every float dtype: an unwritten element fails
+
+uint64_t case_seed(const Case& c, uint64_t base) { return mix64(base ^ hash_string(c.id())); }
+
+// Device copies of a case's inputs and a poisoned output.
+struct DeviceCase {
+  std::map<std::string, DeviceTensor> owned;
+  std::map<std::string, TensorView> in;
+  DeviceTensor out;
+  DeviceCase(const CaseData& d, int device) {
+    for (auto& [name, t] : d.inputs) {
+      owned.emplace(name, DeviceTensor::from_host(t, device));
+      in[name] = owned.at(name).view();
+    }
+    out = DeviceTensor(d.out_dtype, d.out_shape, device);
+    out.fill_bytes(kPoison);
+  }
+};
+
+nlohmann::json base_record(const Case& c, DeviceType backend, const CaseData& d, const EnvInfo& env) {
+  nlohmann::json r;
+  r["case_id"] = c.id();
+  r["op"] = c.op->name;
+  r["variant"] = c.variant->name;
+  r["workload"] = c.workload->name;
+  r["backend"] = backend == DeviceType::kCUDA ? "cuda" : "cpu";
+  r["seed"] = c.seed;
+  nlohmann::json shapes, dtypes;
+  for (auto& [n, t] : d.inputs) {
+    shapes[n] = t.shape().vec();
+    dtypes[n] = dtype_name(t.dtype());
+  }
+  shapes["out"] = d.out_shape.vec();
+  dtypes["out"] = dtype_name(d.out_dtype);
+  r["shapes"] = shapes;
+  r["dtypes"] = dtypes;
+  r["symbols"] = d.symbols;
+  r["timestamp"] = now_iso8601();
+  r["git_commit"] = env.j.value("git_commit", "unknown");
+  r["device"] = backend == DeviceType::kCUDA ? env.device_label() : "cpu";
+  return r;
+}
+
+std::string config_of(const Case& c, const RunOptions& o) {
+  std::string s;
+  for (auto& k : adapter_for(c.op->name).kernels(c, o)) s += (s.empty() ? "" : "; ") + k.config;
+  return s.empty() ? "no kernel (empty problem)" : s + " [" + o.compile.str() + "]";
+}
+
+// Compares `got` with the golden, bitwise or allclose; fills the record.
+bool compare(const OpSpec& op, const TensorView& want, const TensorView& got, nlohmann::json& r) {
+  const int64_t n = want.numel();
+  const size_t es = dtype_size(want.dtype);
+  const bool bitwise = op.tolerance.mode == "bitwise";
+  int64_t failed = 0, first = -1, nonfinite = 0;
+  double max_abs = 0, max_rel = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double w = load_as_double(want.data, want.dtype, size_t(i));
+    double g = load_as_double(got.data, got.dtype, size_t(i));
+    if (!std::isfinite(g)) ++nonfinite;
+    bool ok;
+    if (bitwise) {
+      ok = std::memcmp(static_cast<const char*>(want.data) + size_t(i) * es,
+                       static_cast<const char*>(got.data) + size_t(i) * es, es) == 0;
+    } else {
+      ok = std::fabs(g - w) <= op.tolerance.atol + op.tolerance.rtol * std::fabs(w) || (std::isnan(g) && std::isnan(w));
+    }
+    double abs_err = std::fabs(g - w);
+    if (std::isnan(abs_err)) abs_err = (std::isnan(g) && std::isnan(w)) ? 0 : INFINITY;
+    max_abs = std::max(max_abs, abs_err);
+    if (w != 0) max_rel = std::max(max_rel, abs_err / std::fabs(w));
+    if (!ok) {
+      if (first < 0) {
+        first = i;
+        r["first_failure"] = {{"index", i}, {"got", g}, {"want", w}};
+      }
+      ++failed;
+    }
+  }
+  r["compare_mode"] = bitwise ? "bitwise" : "allclose";
+  r["atol"] = op.tolerance.atol;
+  r["rtol"] = op.tolerance.rtol;
+  r["max_abs_err"] = max_abs;
+  r["max_rel_err"] = max_rel;
+  r["num_elements"] = n;
+  r["num_failed"] = failed;
+  r["pass_rate"] = n ? double(n - failed) / double(n) : 1.0;
+  r["nonfinite_outputs"] = nonfinite;
+  return failed == 0;
+}
+
+}  // namespace
+
+std::vector<Case> select_cases(const Manifest& m, const Selection& s, std::deque<WorkloadSpec>& storage) {
+  std::vector<Case> out;
+  bool op_found = s.op.empty();
+  for (const OpSpec& op : m.ops()) {
+    if (!s.op.empty() && op.name != s.op) continue;
+    op_found = true;
+    if (!has_adapter(op.name)) continue;
+    std::vector<const WorkloadSpec*> ws;
+    if (!s.shapes.empty()) {
+      for (auto& text : s.shapes) {
+        storage.push_back(parse_shape_workload(op, text));
+        ws.push_back(&storage.back());
+      }
+    } else {
+      for (auto& w : op.workloads) {
+        if (!s.workload.empty() && w.name != s.workload) continue;
+        bool tagged = false;
+        if (!s.tag.empty()) tagged = w.has_tag(s.tag);
+        else if (!s.workload.empty()) tagged = true;
+        else
+          for (auto& t : op.default_tags) tagged |= w.has_tag(t);
+        if (tagged) ws.push_back(&w);
+      }
+    }
+    for (const WorkloadSpec* w : ws)
+      for (auto& v : op.variants) {
+        if (!s.variant.empty() && v.name != s.variant) continue;
+        Case c{&op, &v, w, 0};
+        c.seed = case_seed(c, s.seed);
+        out.push_back(c);
+      }
+  }
+  if (!op_found) {
+    std::string known;
+    for (auto& o : m.ops()) known += (known.empty() ? "" : ", ") + o.name;
+    throw_arg_error(ErrorKind::kInvalidArgument, "select", "--op", "one of: " + known, "'" + s.op + "'");
+  }
+  if (!s.shapes.empty() && s.op.empty() && m.ops().size() > 1)
+    throw_arg_error(ErrorKind::kInvalidArgument, "select", "--shape", "--op to say which op the shape is for",
+                    "no --op");
+  if (out.empty())
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("select: no case matches --op '{}' --variant '{}' --workload '{}' --tag '{}'", s.op,
+                            s.variant, s.workload, s.tag));
+  return out;
+}
+
+nlohmann::json run_correctness(const Case& c, DeviceType backend, const RunOptions& o, const EnvInfo& env) {
+  const OpAdapter& a = adapter_for(c.op->name);
+  auto t0 = std::chrono::steady_clock::now();
+  CaseData d = a.generate(c);
+  nlohmann::json r = base_record(c, backend, d, env);
+  r["golden"] = "cpu reference (" + c.op->tolerance.mode + ")";
+  r["checked_mode"] = o.checked;
+  try {
+    r["config"] = backend == DeviceType::kCUDA ? config_of(c, o) : "cpu";
+    HostTensor want(d.out_dtype, d.out_shape);
+    std::memset(want.data(), kPoison, want.nbytes());
+    a.golden(d, want.view());
+    HostTensor got;
+    if (backend == DeviceType::kCUDA) {
+      int dev = 0;
+      DeviceCase dc(d, dev);
+      rt::Stream stream;
+      a.run(dc.in, dc.out.view(), backend, stream.get(), o);
+      stream.sync();
+      got = dc.out.to_host();
+    } else {
+      got = HostTensor(d.out_dtype, d.out_shape);
+      std::memset(got.data(), kPoison, got.nbytes());
+      std::map<std::string, TensorView> in;
+      for (auto& [n, t] : d.inputs) in[n] = t.view();
+      a.run(in, got.view(), backend, nullptr, o);
+    }
+    bool ok = compare(*c.op, want.view(), got.view(), r);
+    // Independent check of the output (and so of the golden) in float64.
+    F64Check f = a.check_f64(d, got.view());
+    r["f64_max_abs_err"] = f.max_abs_err;
+    r["f64_max_err_over_bound"] = f.max_excess;
+    r["f64_num_failed"] = f.num_failed;
+    ok = ok && f.num_failed == 0;
+    r["status"] = ok ? "pass" : "fail";
+    if (!ok) {
+      r["error"] = f.num_failed ? fmt::format("{} element(s) outside the float64 error bound (first at {})",
+                                              f.num_failed, f.first_failed)
+                                : fmt::format("{} element(s) differ from the golden", r["num_failed"].get<int64_t>());
+    }
+  } catch (const Error& e) {
+    r["status"] = "error";
+    r["error"] = e.what();
+  }
+  r["elapsed_ms"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o, const BenchContext& ctx,
+                         const EnvInfo& env) {
+  const OpAdapter& a = adapter_for(c.op->name);
+  CaseData d = a.generate(c);
+  nlohmann::json r = base_record(c, backend, d, env);
+  r["scope"] = "kernel";
+  r["flush"] = ctx.timing.hot ? "none (hot)" : ctx.timing.flush;
+  r["warmup"] = ctx.timing.warmup;
+  r["repeat"] = ctx.timing.repeat;
+  r["trials"] = ctx.timing.trials;
+  const double bytes = c.variant->bytes.eval(d.symbols);
+  const double flops = c.variant->flops.eval(d.symbols);
+  r["bytes"] = bytes;
+  r["flops"] = flops;
+  if (c.variant->bytes_valid) r["bytes_valid"] = c.variant->bytes_valid->eval(d.symbols);
+  try {
+    TimingStats t;
+    HostTensor want(d.out_dtype, d.out_shape);
+    a.golden(d, want.view());
+    HostTensor got;
+    if (backend == DeviceType::kCUDA) {
+      r["config"] = config_of(c, o);
+      DeviceCase dc(d, 0);
+      rt::Stream stream;
+      auto fn = [&](CUstream s) { a.run(dc.in, dc.out.view(), backend, s, o); };
+      t = time_cuda(fn, stream.get(), ctx.timing, ctx.flusher);
+      if (ctx.host_overhead) {
+        // Host cost of a cached call: enqueue many without syncing, per call.
+        stream.sync();
+        const int n = 200;
+        auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < n; ++i) fn(stream.get());
+        double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / n;
+        stream.sync();
+        r["host_overhead_us"] = us;
+      }
+      // The timed output must still be right (catches races and stale buffers).
+      dc.out.fill_bytes(kPoison);
+      fn(stream.get());
+      stream.sync();
+      got = dc.out.to_host();
+    } else {
+      r["config"] = "cpu";
+      got = HostTensor(d.out_dtype, d.out_shape);
+      std::map<std::string, TensorView> in;
+      for (auto& [n, tt] : d.inputs) in[n] = tt.view();
+      t = time_cpu([&] { a.run(in, got.view(), backend, nullptr, o); }, ctx.timing);
+    }
+    nlohmann::json cmp;
+    r["verified"] = compare(*c.op, want.view(), got.view(), cmp);
+    r["timing"] = t.to_json_us();
+    const double sec = t.median * 1e-3;
+    r["gbps"] = sec > 0 ? bytes / sec / 1e9 : 0;
+    r["tflops"] = sec > 0 ? flops / sec / 1e12 : 0;
+    if (r.contains("bytes_valid")) r["gbps_valid"] = sec > 0 ? r["bytes_valid"].get<double>() / sec / 1e9 : 0;
+    if (ctx.ceilings && backend == DeviceType::kCUDA) {
+      const Ceilings& ce = *ctx.ceilings;
+      r["frac_copy_bw"] = r["gbps"].get<double>() / ce.copy_gbps;
+      r["frac_read_bw"] = r["gbps"].get<double>() / ce.read_gbps;
+      if (ce.gemm_tflops > 0) r["frac_gemm_peak"] = r["tflops"].get<double>() / ce.gemm_tflops;
+      r["vs_empty_launch"] = t.median * 1e3 / ce.empty_launch_us;
+      const double ridge = ce.gemm_tflops > 0 ? ce.gemm_tflops * 1e12 / (ce.copy_gbps * 1e9) : 200.0;
+      const double intensity = bytes > 0 ? flops / bytes : 0;
+      if (t.median * 1e3 < 3 * ce.empty_launch_us) {
+        r["bound"] = "latency";
+        r["bound_rule"] = fmt::format("median {:.2f} us < 3 x empty-kernel launch ({:.2f} us)", t.median * 1e3,
+                                      ce.empty_launch_us);
+      } else if (intensity < ridge) {
+        r["bound"] = "memory";
+        r["bound_rule"] = fmt::format("intensity {:.3f} flop/B < ridge {:.1f} flop/B (GEMM peak / copy bw)", intensity,
+                                      ridge);
+      } else {
+        r["bound"] = "compute";
+        r["bound_rule"] = fmt::format("intensity {:.3f} flop/B >= ridge {:.1f} flop/B", intensity, ridge);
+      }
+    }
+    r["status"] = r["verified"].get<bool>() ? "ok" : "wrong result";
+  } catch (const Error& e) {
+    r["status"] = "error";
+    r["error"] = e.what();
+  }
+  return r;
+}
+
+}  // namespace tilecraft::harness
