@@ -18,7 +18,7 @@ namespace tc::moe {
 
 template <typename TIn, typename TOut, int K, int VEC, int ITEMS, bool HAS_W, bool HAS_XSF, bool HAS_SF,
           bool CHECKED>
-__global__ void __launch_bounds__(256) reduce_fused_kernel(const ReduceFusedParams p) {
+__global__ void __launch_bounds__(256, 1) reduce_fused_kernel(const ReduceFusedParams p) {
   const TIn* x = static_cast<const TIn*>(p.x);
   TOut* out = static_cast<TOut*>(p.out);
   const long long base = (1ll * blockIdx.x * ITEMS) * blockDim.x + threadIdx.x;
@@ -52,7 +52,9 @@ __global__ void __launch_bounds__(256) reduce_fused_kernel(const ReduceFusedPara
         if (live[it][k]) s = __fmul_rn(s, __ldg(p.x_sf + r));
       }
       scale[it][k] = s;
-      if (live[it][k]) rows[it][k] = load_stream<TIn, VEC>(x + 1ll * r * p.hidden + col[it]);
+      // Always assigned (zeros when skipped): a partly written register array
+      // can be demoted to local memory.
+      rows[it][k] = live[it][k] ? load_stream<TIn, VEC>(x + 1ll * r * p.hidden + col[it]) : Vec<TIn, VEC>{};
     }
   }
 

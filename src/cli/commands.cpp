@@ -50,7 +50,7 @@ DeviceType resolve_backend(const Options& o) {
   if (o.backend == "cpu") return DeviceType::kCPU;
   if (o.backend == "cuda") {
     if (!rt::driver_available())
-      throw Error(ErrorKind::kNoDevice, "--backend cuda needs a GPU: " + rt::driver_unavailable_reason());
+      throw Error(ErrorKind::kNoDevice, "no CUDA device: --backend cuda needs a GPU, but " + rt::driver_unavailable_reason());
     return DeviceType::kCUDA;
   }
   return rt::driver_available() ? DeviceType::kCUDA : DeviceType::kCPU;

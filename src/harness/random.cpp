@@ -1,12 +1,11 @@
 #include "tilecraft/harness/random.h"
 
 #include <cmath>
-#include <thread>
-#include <vector>
 
 #include "harness/params.cuh"
 #include "tilecraft/error.h"
 #include "tilecraft/jit/jit.h"
+#include "tilecraft/parallel.h"
 
 namespace tilecraft::harness {
 
@@ -33,12 +32,7 @@ void fill_uniform(const TensorView& t, uint64_t seed, uint64_t stream, float lo,
       }
     }
   };
-  const int threads = n < (1 << 20) ? 1 : int(std::max(1u, std::min(16u, std::thread::hardware_concurrency())));
-  std::vector<std::thread> pool;
-  const int64_t per = (n + threads - 1) / threads;
-  for (int i = 1; i < threads; ++i) pool.emplace_back(work, i * per, std::min(n, (i + 1) * per));
-  work(0, std::min(n, per));
-  for (auto& th : pool) th.join();
+  parallel_for(n, 1, work);
 }
 
 void fill_uniform_device(const TensorView& t, uint64_t seed, uint64_t stream_id, float lo, float hi, CUstream stream) {

@@ -50,7 +50,7 @@ nlohmann::json base_record(const Case& c, DeviceType backend, const CaseData& d,
   r["dtypes"] = dtypes;
   r["symbols"] = d.symbols;
   r["timestamp"] = now_iso8601();
-  r["git_commit"] = env.j.value("git_commit", "unknown");
+  r["git_commit"] = env.j.is_object() ? env.j.value("git_commit", "unknown") : git_commit();
   r["device"] = backend == DeviceType::kCUDA ? env.device_label() : "cpu";
   return r;
 }

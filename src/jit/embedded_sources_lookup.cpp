@@ -1,13 +1,70 @@
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
 #include <set>
+#include <sstream>
 
 #include "tilecraft/error.h"
 #include "tilecraft/jit/embedded_sources.h"
 
 namespace tilecraft::jit {
 
+namespace {
+// Texts read from a kernel directory; EmbeddedSource points into them.
+struct DirSources {
+  std::vector<std::string> paths, texts;
+  std::vector<EmbeddedSource> list;
+};
+
+std::unique_ptr<DirSources>& active_dir() {
+  static std::unique_ptr<DirSources> d;
+  return d;
+}
+
+std::unique_ptr<DirSources> read_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(dir))
+    throw_arg_error(ErrorKind::kInvalidArgument, "jit", "kernel dir", "a directory of *.cuh kernel headers",
+                    "'" + dir + "'");
+  auto d = std::make_unique<DirSources>();
+  std::vector<fs::path> files;
+  for (auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file() && e.path().extension() == ".cuh") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  for (auto& f : files) {
+    std::ifstream in(f);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    d->paths.push_back(fs::relative(f, dir).generic_string());
+    d->texts.push_back(ss.str());
+  }
+  for (size_t i = 0; i < d->paths.size(); ++i) d->list.push_back({d->paths[i].c_str(), d->texts[i].c_str()});
+  return d;
+}
+}  // namespace
+
+const std::vector<EmbeddedSource>& kernel_sources() {
+  static const bool from_env = [] {
+    if (const char* d = std::getenv("TILECRAFT_KERNEL_DIR"); d && *d) active_dir() = read_dir(d);
+    return true;
+  }();
+  (void)from_env;
+  return active_dir() ? active_dir()->list : embedded_sources();
+}
+
+void set_kernel_dir(const std::string& dir) {
+  kernel_sources();  // apply the environment first, so this call wins
+  // Retired texts stay alive: header hashes are memoized by text address, and
+  // a reused address must never alias a different text.
+  static std::vector<std::unique_ptr<DirSources>> retired;
+  if (active_dir()) retired.push_back(std::move(active_dir()));
+  active_dir() = dir.empty() ? nullptr : read_dir(dir);
+}
+
 const EmbeddedSource* find_embedded(std::string_view path) {
-  for (const auto& s : embedded_sources())
+  for (const auto& s : kernel_sources())
     if (path == s.path) return &s;
   return nullptr;
 }

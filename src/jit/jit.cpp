@@ -45,15 +45,17 @@ std::string memo_string(const KernelSpec& spec, const CompileOptions& options, c
 // Hash of the contents of every embedded header `path` includes, computed once.
 std::string headers_hash(const std::string& path) {
   State& s = state();
+  // Keyed by the text's address too: switching the kernel directory changes it.
+  const std::string memo = path + "@" + fmt::format("{}", static_cast<const void*>(find_embedded(path) ? find_embedded(path)->text : nullptr));
   {
     std::lock_guard<std::mutex> lock(s.mu);
-    if (auto it = s.header_hash.find(path); it != s.header_hash.end()) return it->second;
+    if (auto it = s.header_hash.find(memo); it != s.header_hash.end()) return it->second;
   }
   Sha256 h;
   for (const EmbeddedSource* src : include_closure(path)) h.field(src->path).field(src->text);
   std::string hex = h.hex();
   std::lock_guard<std::mutex> lock(s.mu);
-  s.header_hash[path] = hex;
+  s.header_hash[memo] = hex;
   return hex;
 }
 

@@ -36,9 +36,10 @@ void moe_reduce_fused_rows(const MoeReduceFusedRef& r, int64_t t_begin, int64_t 
   }
 }
 
-void moe_reduce_fused_f64(const MoeReduceFusedRef& r, double* out, double* err_bound) {
+void moe_reduce_fused_f64(const MoeReduceFusedRef& r, double* out, double* err_bound, int64_t t_begin,
+                          int64_t t_end) {
   constexpr double kEps = 1.0 / (1 << 24);  // fp32 unit roundoff
-  for (int64_t t = 0; t < r.T; ++t) {
+  for (int64_t t = t_begin; t < t_end; ++t) {
     for (int64_t h = 0; h < r.H; ++h) {
       double acc = 0, mag = 0;
       int64_t terms = 0;

@@ -13,7 +13,16 @@ struct EmbeddedSource {
 
 const std::vector<EmbeddedSource>& embedded_sources();   // kernels/*.cuh
 const std::vector<EmbeddedSource>& embedded_manifest();  // manifest/*.yaml
-// nullptr when no embedded header has that path.
+// The kernel headers the JIT uses: the embedded ones, or, when a kernel
+// directory is set (TILECRAFT_KERNEL_DIR at start-up, or set_kernel_dir), the
+// *.cuh files read from it, so kernels can be edited without a rebuild. The
+// cache key hashes whichever text is in use.
+const std::vector<EmbeddedSource>& kernel_sources();
+// Switches to the headers in `dir` ("" = back to the embedded ones). Not for
+// use while other threads compile.
+void set_kernel_dir(const std::string& dir);
+
+// nullptr when no kernel header has that path.
 const EmbeddedSource* find_embedded(std::string_view path);
 // The embedded headers `path` includes, directly or not, itself first; sorted
 // after the first entry so the list is stable. Throws if `path` is unknown.

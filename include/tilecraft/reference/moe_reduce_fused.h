@@ -22,6 +22,7 @@ void moe_reduce_fused_rows(const MoeReduceFusedRef& r, int64_t t_begin, int64_t 
 
 // float64 evaluation of the same sum (no output cast) and a bound on the fp32
 // accumulation error of each element, for checking goldens independently.
-void moe_reduce_fused_f64(const MoeReduceFusedRef& r, double* out, double* err_bound);
+void moe_reduce_fused_f64(const MoeReduceFusedRef& r, double* out, double* err_bound, int64_t t_begin,
+                          int64_t t_end);
 
 }  // namespace tilecraft::reference

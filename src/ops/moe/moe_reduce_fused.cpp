@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <climits>
 #include <mutex>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "moe/reduce_fused_params.cuh"
 #include "tilecraft/error.h"
 #include "tilecraft/jit/jit.h"
+#include "tilecraft/parallel.h"
 #include "tilecraft/reference/moe_reduce_fused.h"
 #include "tilecraft/runtime/device.h"
 #include "tilecraft/runtime/driver.h"
@@ -228,19 +228,7 @@ void moe_reduce_fused_cpu(const MoeReduceFusedArgs& a, bool checked) {
       }
     if (count) throw_bad_position(first, r.K, r.pos[first], r.E, count);
   }
-  const int64_t work = r.T * r.H * r.K;
-  const int threads = work < (1 << 20) ? 1 : int(std::max(1u, std::min(16u, std::thread::hardware_concurrency())));
-  if (threads == 1) {
-    reference::moe_reduce_fused_rows(r, 0, r.T);
-    return;
-  }
-  std::vector<std::thread> pool;
-  const int64_t per = (r.T + threads - 1) / threads;
-  for (int i = 0; i < threads; ++i) {
-    int64_t b = i * per, e = std::min(r.T, b + per);
-    if (b < e) pool.emplace_back([&r, b, e] { reference::moe_reduce_fused_rows(r, b, e); });
-  }
-  for (auto& t : pool) t.join();
+  parallel_for(r.T, r.H * r.K, [&r](int64_t b, int64_t e) { reference::moe_reduce_fused_rows(r, b, e); });
 }
 
 }  // namespace tilecraft::ops

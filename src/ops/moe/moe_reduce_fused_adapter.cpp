@@ -7,6 +7,7 @@
 #include "tilecraft/harness/op_adapter.h"
 #include "tilecraft/harness/random.h"
 #include "tilecraft/ops/moe_reduce_fused.h"
+#include "tilecraft/parallel.h"
 #include "tilecraft/reference/moe_reduce_fused.h"
 
 namespace tilecraft::harness {
@@ -164,7 +165,7 @@ class MoeReduceFusedAdapter final : public OpAdapter {
 
   void golden(const CaseData& d, const TensorView& out) const override {
     auto r = ref_of(d, out);
-    reference::moe_reduce_fused_rows(r, 0, r.T);
+    parallel_for(r.T, r.H * r.K, [&r](int64_t b, int64_t e) { reference::moe_reduce_fused_rows(r, b, e); });
   }
 
   void run(const std::map<std::string, TensorView>& in, const TensorView& out, DeviceType backend, CUstream stream,
@@ -177,7 +178,9 @@ class MoeReduceFusedAdapter final : public OpAdapter {
     auto r = ref_of(d, out);
     const size_t n = size_t(r.T * r.H);
     std::vector<double> ref(n), bound(n);
-    reference::moe_reduce_fused_f64(r, ref.data(), bound.data());
+    parallel_for(r.T, r.H * r.K, [&](int64_t b, int64_t e) {
+      reference::moe_reduce_fused_f64(r, ref.data(), bound.data(), b, e);
+    });
     F64Check c;
     for (size_t i = 0; i < n; ++i) {
       double got = load_as_double(out.data, out.dtype, i);

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: build there, run the GPU tests, benchmark the
+# perf workloads, run the main job, and (time permitting) the full correctness
+# matrix. Logs land in $OUT (flat: the device tool returns few, shallow files).
+#   usage: scripts/device_check.sh [steps...]   steps: build gpu perf run full
+set -uo pipefail
+OUT=${OUT:-/tmp/tilecraft_out}
+mkdir -p "$OUT"
+export TILECRAFT_CACHE_DIR=${TILECRAFT_CACHE_DIR:-/tmp/tilecraft_cache}
+B=build-device
+steps=${*:-build gpu perf run full}
+summary=()
+step() { summary+=("$1: $2"); echo "== $1: $2"; }
+
+for s in $steps; do
+  case $s in
+    build)
+      t0=$SECONDS
+      if (cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DTILECRAFT_WERROR=OFF && cmake --build $B -j "$(nproc)") \
+          > "$OUT/build.log" 2>&1; then step build "ok in $((SECONDS - t0))s"; else
+        tail -40 "$OUT/build.log"; step build FAILED; exit 1; fi
+      $B/tilecraft env > "$OUT/env.txt" 2>&1; cat "$OUT/env.txt" ;;
+    gpu)
+      t0=$SECONDS
+      (cd $B && timeout 300 ctest -L gpu --output-on-failure) > "$OUT/gpu_tests.log" 2>&1
+      rc=$?; step gpu_tests "rc=$rc in $((SECONDS - t0))s: $(grep -E 'tests passed|tests failed' "$OUT/gpu_tests.log" | tail -1)"
+      grep -E "Failed|FAILED|Failure" "$OUT/gpu_tests.log" | head -20 ;;
+    perf)
+      timeout 240 $B/tilecraft bench --op moe_reduce_fused --tag perf ${BENCH_FLAGS:-} > "$OUT/bench_perf.log" 2>&1
+      step bench_perf "rc=$?"; cat "$OUT/bench_perf.log" ;;
+    run)
+      t0=$SECONDS
+      timeout 400 $B/tilecraft run --out "$OUT/results" > "$OUT/run.log" 2>&1
+      rc=$?; step run "rc=$rc in $((SECONDS - t0))s: $(grep -E 'passed, .* failed' "$OUT/run.log" | tail -1)"
+      (cd "$OUT" && tar czf results.tgz results && rm -rf results) ;;
+    full)
+      t0=$SECONDS
+      timeout ${FULL_TIMEOUT:-400} $B/tilecraft test --op moe_reduce_fused --tag full > "$OUT/test_full.log" 2>&1
+      rc=$?; step test_full "rc=$rc in $((SECONDS - t0))s: $(tail -1 "$OUT/test_full.log")"
+      grep FAIL "$OUT/test_full.log" | head -10
+      gzip -f "$OUT/test_full.log" ;;
+    *) echo "unknown step $s"; exit 2 ;;
+  esac
+done
+printf '%s\n' "${summary[@]}"

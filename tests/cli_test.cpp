@@ -1,0 +1,83 @@
+// The tilecraft command as a user runs it: exit codes and messages.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "test_util.h"
+
+namespace {
+struct Result {
+  int rc;
+  std::string out;
+};
+Result run(const std::string& args) {
+  std::string cmd = std::string(TILECRAFT_BINARY) + " " + args + " 2>&1";
+  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (fgets(buf.data(), int(buf.size()), p.get())) out += buf.data();
+  int status = pclose(p.release());
+  return {WEXITSTATUS(status), out};
+}
+}  // namespace
+
+TEST(Cli, UsageErrorsExit2NamingTheFlag) {
+  auto r = run("test --no-such-flag");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("no-such-flag"), std::string::npos) << r.out;
+  r = run("test --op moe_reduce_fused --shape 'T=4,K=2,Z=3,H=8,dtype=bf16' --backend cpu");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("'Z'"), std::string::npos) << r.out;
+  r = run("test --op no_such_op --backend cpu");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("--op"), std::string::npos) << r.out;
+  r = run("bench --repeat 0");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  r = run("compile --options fastest");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("fastest"), std::string::npos) << r.out;
+  r = run("compile --arch sm_9");
+  EXPECT_EQ(r.rc, 2) << r.out;
+}
+
+TEST(Cli, MissingGpuExits3) {
+  if (tilecraft::rt::driver_available()) GTEST_SKIP() << "a GPU is present: the no-GPU exit code cannot be observed";
+  auto r = run("test --backend cuda --workload tiny");
+  EXPECT_EQ(r.rc, 3) << r.out;
+  EXPECT_NE(r.out.find("no CUDA device"), std::string::npos) << r.out;
+}
+
+TEST(Cli, TestAdHocShapeOnCpu) {
+  auto r = run("test --op moe_reduce_fused --shape 'T=19,K=3,H=72,dtype=fp16,experts=8' --backend cpu");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("8 passed, 0 failed"), std::string::npos) << r.out;
+}
+
+TEST(Cli, ListEnvInspect) {
+  auto r = run("list");
+  EXPECT_EQ(r.rc, 0);
+  EXPECT_NE(r.out.find("deepseek-v3-decode"), std::string::npos);
+  r = run("env");
+  EXPECT_EQ(r.rc, 0);
+  EXPECT_NE(r.out.find("nvrtc_version"), std::string::npos);
+  r = run("inspect --op moe_reduce_fused --workload tiny --dump resources --arch sm_90a");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("registers"), std::string::npos) << r.out;
+  r = run("inspect --op moe_reduce_fused --workload tiny --dump ptx --arch sm_90a");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("ld.global.nc"), std::string::npos) << r.out;
+}
+
+TEST(Cli, RunWritesTheResultsLayout) {
+  namespace fs = std::filesystem;
+  std::string dir = tilecraft::test::temp_dir("run_layout");
+  auto r = run("run --workload tiny --out " + dir);
+  EXPECT_EQ(r.rc, 0) << r.out;
+  for (const char* f : {"logs/raw/moe_reduce_fused.log", "logs/json/moe_reduce_fused.jsonl",
+                        "logs/csv/moe_reduce_fused.csv", "reports/correctness_report.md",
+                        "reports/performance_report.md", "reports/algorithm_design_report.md"})
+    EXPECT_TRUE(fs::exists(fs::path(dir) / f)) << f;
+}

@@ -1,0 +1,129 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "test_util.h"
+#include "tilecraft/harness/op_adapter.h"
+#include "tilecraft/harness/random.h"
+#include "tilecraft/harness/report.h"
+#include "tilecraft/harness/runner.h"
+#include "tilecraft/harness/timing.h"
+#include "tilecraft/jit/jit.h"
+
+using namespace tilecraft;
+using namespace tilecraft::harness;
+
+TEST(Timing, Percentiles) {
+  std::vector<double> v;
+  for (int i = 1; i <= 100; ++i) v.push_back(i);
+  TimingStats s = summarize(v);
+  EXPECT_DOUBLE_EQ(s.min, 1);
+  EXPECT_DOUBLE_EQ(s.max, 100);
+  EXPECT_DOUBLE_EQ(s.mean, 50.5);
+  EXPECT_DOUBLE_EQ(s.median, 50.5);
+  EXPECT_NEAR(s.p90, 90.1, 1e-9);
+  EXPECT_NEAR(s.p99, 99.01, 1e-9);
+  EXPECT_NEAR(s.std, 29.011, 1e-3);
+}
+
+TEST(Random, DeterministicAndSeedSensitive) {
+  HostTensor a(DType::kBF16, {1000}), b(DType::kBF16, {1000}), c(DType::kBF16, {1000});
+  fill_uniform(a.view(), 7, 1, -1, 1);
+  fill_uniform(b.view(), 7, 1, -1, 1);
+  fill_uniform(c.view(), 8, 1, -1, 1);
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.nbytes()), 0);
+  EXPECT_NE(std::memcmp(a.data(), c.data(), a.nbytes()), 0);
+  std::set<uint16_t> distinct(a.ptr<uint16_t>(), a.ptr<uint16_t>() + 1000);
+  EXPECT_GT(distinct.size(), 200u);  // never zeros, never constant
+}
+
+TEST(Generator, RoutingShapesAndRecordedSeeds) {
+  auto m = Manifest::load();
+  std::deque<WorkloadSpec> storage;
+  Selection s;
+  s.op = "moe_reduce_fused";
+  s.workload = "tk-K9-experts256-ep64-H2048-dtypebf16";
+  s.variant = "Quantized";
+  auto cases = select_cases(m, s, storage);
+  ASSERT_EQ(cases.size(), 1u);
+  const auto& a = adapter_for("moe_reduce_fused");
+  CaseData d = a.generate(cases[0]);
+  const auto& pos = d.inputs.at("token_topk_to_pos");
+  const int64_t T = pos.shape()[0], K = pos.shape()[1], E = d.inputs.at("x").shape()[0];
+  EXPECT_EQ(K, 9);
+  EXPECT_LT(T, 4001);  // tokens with no local expert were dropped
+  EXPECT_GT(T, 100);
+  int64_t valid = 0;
+  std::vector<int> seen(size_t(E), 0);
+  for (int64_t t = 0; t < T; ++t) {
+    int row_valid = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      int32_t p = pos.ptr<int32_t>()[t * K + k];
+      ASSERT_GE(p, -1);
+      ASSERT_LT(p, E);
+      if (p >= 0) { ++valid; ++row_valid; ++seen[size_t(p)]; }
+    }
+    EXPECT_GT(row_valid, 0);
+  }
+  EXPECT_EQ(valid, E);  // every expanded row is used exactly once
+  for (int v : seen) EXPECT_EQ(v, 1);
+  EXPECT_EQ(d.symbols.at("V"), double(valid));
+  // Same case, same data.
+  CaseData d2 = a.generate(cases[0]);
+  EXPECT_EQ(std::memcmp(d2.inputs.at("x").data(), d.inputs.at("x").data(), d.inputs.at("x").nbytes()), 0);
+}
+
+TEST(Roofline, BytesFromTheManifest) {
+  auto m = Manifest::load();
+  const OpSpec& op = *m.find("moe_reduce_fused");
+  std::map<std::string, double> sym{{"T", 512}, {"K", 8}, {"H", 7168}, {"E", 4096}, {"V", 4096}, {"elem_bytes", 2}};
+  EXPECT_DOUBLE_EQ(op.variant("Base")->bytes.eval(sym), (512.0 * 8 * 7168 + 512 * 7168) * 2 + 8 * 512 * 8);
+  EXPECT_DOUBLE_EQ(op.variant("Fp8")->bytes.eval(sym), 512.0 * 8 * 7168 * 2 + 512 * 7168 + 8 * 512 * 8 + 4);
+}
+
+// Every kernel every manifest workload needs compiles with NVRTC for sm_90a
+// (no GPU needed); none spills registers to local memory.
+TEST(CompileAll, EveryManifestKernelForSm90a) {
+  auto m = Manifest::load();
+  std::deque<WorkloadSpec> storage;
+  std::set<std::string> seen;
+  for (const char* tag : {"smoke", "full"}) {
+    Selection s;
+    s.tag = tag;
+    for (auto& c : select_cases(m, s, storage))
+      for (bool checked : {false, true}) {
+        RunOptions o;
+        o.checked = checked;
+        for (auto& spec : adapter_for(c.op->name).kernels(c, o)) {
+          if (!seen.insert(spec.name_expression()).second) continue;
+          auto k = jit::compile(spec, o.compile, "sm_90a");
+          EXPECT_GT(k->cubin.size(), 0u) << spec.config;
+          EXPECT_EQ(k->resources.spill_store_bytes, 0) << spec.config;
+        }
+      }
+  }
+  EXPECT_GT(seen.size(), 50u);
+}
+
+TEST(Reports, JsonlCsvMarkdown) {
+  std::string dir = test::temp_dir("reports");
+  Records recs = {{{"case_id", "a/b/c"}, {"status", "pass"}, {"timing", {{"median_us", 1.5}}}, {"note", "x,\"y\""}},
+                  {{"case_id", "a/b/d"}, {"status", "fail"}, {"error", "bad"}}};
+  write_jsonl(dir + "/r.jsonl", recs);
+  write_csv(dir + "/r.csv", recs);
+  std::ifstream j(dir + "/r.jsonl"), c(dir + "/r.csv");
+  std::string line;
+  int n = 0;
+  while (std::getline(j, line)) EXPECT_EQ(nlohmann::json::parse(line)["case_id"], recs[size_t(n++)]["case_id"]);
+  EXPECT_EQ(n, 2);
+  std::getline(c, line);
+  EXPECT_NE(line.find("timing.median_us"), std::string::npos);
+  std::getline(c, line);
+  EXPECT_NE(line.find("\"x,\"\"y\"\"\""), std::string::npos);
+  EnvInfo env;
+  std::string md = correctness_report(env, recs, "");
+  EXPECT_NE(md.find("1 passed, 1 failed"), std::string::npos);
+}

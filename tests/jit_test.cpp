@@ -1,0 +1,180 @@
+// JIT: cache keys, NVRTC compilation without a GPU, the disk cache and its
+// safety under concurrent processes.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "test_util.h"
+#include "tilecraft/jit/embedded_sources.h"
+#include "tilecraft/jit/hash.h"
+#include "tilecraft/jit/jit.h"
+
+using namespace tilecraft;
+using namespace tilecraft::jit;
+namespace fs = std::filesystem;
+
+namespace {
+KernelSpec fill_spec(const std::string& type = "float") {
+  return {"harness/random.cuh", "tc::harness::fill_uniform_kernel", {type}, "fill " + type};
+}
+
+// Points the disk cache at a fresh directory for one test.
+struct ScopedCacheDir {
+  std::string dir;
+  explicit ScopedCacheDir(const std::string& name) : dir(test::temp_dir(name)) {
+    setenv("TILECRAFT_CACHE_DIR", dir.c_str(), 1);
+    unsetenv("TILECRAFT_DISABLE_CACHE");
+    clear_memory_cache();
+  }
+  ~ScopedCacheDir() {
+    unsetenv("TILECRAFT_CACHE_DIR");
+    clear_memory_cache();
+  }
+  std::vector<fs::path> files() const {
+    std::vector<fs::path> out;
+    for (auto& e : fs::recursive_directory_iterator(dir))
+      if (e.is_regular_file()) out.push_back(e.path());
+    return out;
+  }
+};
+}  // namespace
+
+TEST(Sha256, KnownVectors) {
+  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  std::string million(1000000, 'a');
+  EXPECT_EQ(sha256_hex(million), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST(JitKey, SameInputsSameKey) {
+  EXPECT_EQ(cache_key(fill_spec(), {}, "sm_90a"), cache_key(fill_spec(), {}, "sm_90a"));
+}
+
+TEST(JitKey, EveryIngredientChangesTheKey) {
+  const std::string base = cache_key(fill_spec(), {}, "sm_90a");
+  EXPECT_NE(base, cache_key(fill_spec("tc::bf16"), {}, "sm_90a"));                   // template argument
+  EXPECT_NE(base, cache_key(fill_spec(), CompileOptions::parse("profile"), "sm_90a"));  // option set
+  EXPECT_NE(base, cache_key(fill_spec(), CompileOptions::parse("release,maxrregcount=64"), "sm_90a"));
+  EXPECT_NE(base, cache_key(fill_spec(), CompileOptions::parse("release,fast-math"), "sm_90a"));
+  EXPECT_NE(base, cache_key(fill_spec(), {}, "sm_80"));                                // arch
+  KernelSpec other = fill_spec();
+  other.function = "tc::harness::other";
+  EXPECT_NE(base, cache_key(other, {}, "sm_90a"));                                     // kernel name
+}
+
+TEST(JitKey, ChangedIncludedHeaderChangesTheKey) {
+  const std::string base = cache_key(fill_spec(), {}, "sm_90a");
+  // A copy of the kernel tree with one header the kernel includes edited.
+  std::string dir = test::temp_dir("kernels_copy");
+  for (const auto& s : embedded_sources()) {
+    fs::path p = fs::path(dir) / s.path;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << s.text << (std::string(s.path) == "tile/types.cuh" ? "\n// edited\n" : "");
+  }
+  set_kernel_dir(dir);
+  const std::string edited = cache_key(fill_spec(), {}, "sm_90a");
+  // A header the kernel does not include leaves the key alone.
+  set_kernel_dir("");
+  EXPECT_EQ(base, cache_key(fill_spec(), {}, "sm_90a"));
+  EXPECT_NE(base, edited);
+  std::string dir2 = test::temp_dir("kernels_copy2");
+  for (const auto& s : embedded_sources()) {
+    fs::path p = fs::path(dir2) / s.path;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << s.text << (std::string(s.path) == "moe/reduce_fused.cuh" ? "\n// edited\n" : "");
+  }
+  set_kernel_dir(dir2);
+  EXPECT_EQ(base, cache_key(fill_spec(), {}, "sm_90a"));
+  set_kernel_dir("");
+}
+
+TEST(JitOptions, ParseAndErrors) {
+  CompileOptions o = CompileOptions::parse("debug,maxrregcount=96,ftz=1,fmad=0");
+  EXPECT_EQ(o.set, "debug");
+  EXPECT_EQ(o.max_registers, 96);
+  EXPECT_EQ(CompileOptions::parse(o.str()).str(), o.str());
+  auto flags = o.flags();
+  EXPECT_NE(std::find(flags.begin(), flags.end(), "-G"), flags.end());
+  EXPECT_NE(std::find(flags.begin(), flags.end(), "-fmad=false"), flags.end());
+  TC_EXPECT_ERROR(CompileOptions::parse("fastest"), ErrorKind::kInvalidArgument, "set", "fastest");
+  TC_EXPECT_ERROR(CompileOptions::parse("release,maxrregcount=x"), ErrorKind::kInvalidArgument, "maxrregcount");
+  TC_EXPECT_ERROR(CompileOptions::parse("release,unroll=4"), ErrorKind::kInvalidArgument, "unroll");
+}
+
+TEST(JitCompile, NvrtcBuildsCubinAndReportsResourcesWithoutGpu) {
+  setenv("TILECRAFT_DISABLE_CACHE", "1", 1);
+  clear_memory_cache();
+  auto k = compile(fill_spec("tc::bf16"), {}, "sm_90a");
+  unsetenv("TILECRAFT_DISABLE_CACHE");
+  EXPECT_GT(k->cubin.size(), 100u);
+  EXPECT_EQ(k->cubin.substr(1, 3), "ELF");
+  EXPECT_GT(k->resources.registers, 0);
+  EXPECT_FALSE(k->lowered_name.empty());
+  EXPECT_GT(k->compile_ms, 0);
+  auto ptx = nvrtc_compile(fill_spec("tc::bf16"), {}, "compute_90a");
+  EXPECT_NE(ptx.binary.find(".target sm_90a"), std::string::npos);
+}
+
+TEST(JitCompile, ErrorsNameTheKernel) {
+  KernelSpec bad{"harness/random.cuh", "tc::harness::fill_uniform_kernel", {"no_such_type"}, "bad"};
+  TC_EXPECT_ERROR(compile(bad, {}, "sm_90a"), ErrorKind::kCuda, "fill_uniform_kernel<no_such_type>");
+  TC_EXPECT_ERROR(compile(fill_spec(), {}, "sm_9x"), ErrorKind::kInvalidArgument, "arch", "sm_9x");
+}
+
+TEST(JitCache, DiskHitAfterMemoryCleared) {
+  ScopedCacheDir cache("cache_hit");
+  auto first = compile(fill_spec("tc::fp16"), {}, "sm_90a");
+  EXPECT_FALSE(first->disk_hit);
+  clear_memory_cache();
+  auto second = compile(fill_spec("tc::fp16"), {}, "sm_90a");
+  EXPECT_TRUE(second->disk_hit);
+  EXPECT_EQ(first->key, second->key);
+  EXPECT_EQ(first->cubin, second->cubin);
+  EXPECT_EQ(first->resources.registers, second->resources.registers);
+  EXPECT_EQ(cache.files().size(), 2u);  // cubin + metadata
+}
+
+TEST(JitCache, CorruptEntryIsRecompiled) {
+  ScopedCacheDir cache("cache_corrupt");
+  auto first = compile(fill_spec(), {}, "sm_90a");
+  for (auto& f : cache.files())
+    if (f.extension() == ".cubin") std::ofstream(f, std::ios::trunc) << "garbage";
+  clear_memory_cache();
+  auto again = compile(fill_spec(), {}, "sm_90a");
+  EXPECT_FALSE(again->disk_hit);
+  EXPECT_EQ(again->cubin, first->cubin);
+}
+
+TEST(JitCache, ConcurrentProcessesLeaveOneValidEntry) {
+  ScopedCacheDir cache("cache_concurrent");
+  std::vector<pid_t> kids;
+  for (int i = 0; i < 4; ++i) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int rc = 0;
+      try {
+        auto k = compile(fill_spec("tc::fp8_e4m3"), {}, "sm_90a");
+        rc = k->cubin.size() > 100 ? 0 : 1;
+      } catch (...) {
+        rc = 2;
+      }
+      _exit(rc);
+    }
+    kids.push_back(pid);
+  }
+  for (pid_t pid : kids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child failed with status " << status;
+  }
+  auto files = cache.files();
+  ASSERT_EQ(files.size(), 2u) << "expected exactly one cubin and one metadata file, no temp files";
+  clear_memory_cache();
+  auto k = compile(fill_spec("tc::fp8_e4m3"), {}, "sm_90a");
+  EXPECT_TRUE(k->disk_hit);
+}

@@ -1,0 +1,107 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "test_util.h"
+#include "tilecraft/harness/manifest.h"
+#include "tilecraft/harness/runner.h"
+
+using namespace tilecraft;
+using namespace tilecraft::harness;
+
+namespace {
+std::string write(const std::string& dir, const std::string& name, const std::string& text) {
+  std::string p = dir + "/" + name;
+  std::ofstream(p) << text;
+  return p;
+}
+const char* kMiniOp = R"(
+ops:
+  - name: mini
+    family: test
+    symbols: [N]
+    inputs: [{name: a, dtype: [fp32], shape: [N]}]
+    outputs: [{name: out, dtype: [fp32], shape: [N]}]
+    variants: [{name: V, bytes: 8*N, flags_typo: 1, flops: N}]
+)";
+}  // namespace
+
+TEST(Manifest, BuiltinLoadsWithTheTileKernelsMatrix) {
+  Manifest m = Manifest::load();
+  const OpSpec* op = m.find("moe_reduce_fused");
+  ASSERT_NE(op, nullptr);
+  EXPECT_EQ(op->variants.size(), 8u);
+  int tk = 0;
+  for (auto& w : op->workloads) tk += w.name.rfind("tk-", 0) == 0;
+  EXPECT_EQ(tk, 144);
+  std::deque<WorkloadSpec> storage;
+  Selection s;
+  s.op = "moe_reduce_fused";
+  s.tag = "full";
+  auto cases = select_cases(m, s, storage);
+  int tk_cases = 0;
+  for (auto& c : cases) tk_cases += c.workload->name.rfind("tk-", 0) == 0;
+  EXPECT_EQ(tk_cases, 1152);  // 144 workloads x 8 variants
+  // The spec's model table is there, tagged smoke.
+  const WorkloadSpec* w = op->workload("deepseek-v3-decode");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->symbols.at("T"), 512);
+  EXPECT_EQ(w->symbols.at("H"), 7168);
+  EXPECT_TRUE(w->has_tag("smoke"));
+}
+
+TEST(Manifest, ErrorsNameFileOpAndField) {
+  std::string dir = test::temp_dir("manifest");
+  std::string p = write(dir, "bad_key.yaml", kMiniOp);
+  Manifest m;
+  TC_EXPECT_ERROR(m.merge_file(p), ErrorKind::kManifest, "bad_key.yaml", "op 'mini'", "variants[0]", "flags_typo");
+
+  std::string text = kMiniOp;
+  text.replace(text.find("flags_typo: 1, "), 15, "");
+  text.replace(text.find("bytes: 8*N"), 10, "bytes: 8*M");
+  TC_EXPECT_ERROR(Manifest().merge_file(write(dir, "bad_expr.yaml", text)), ErrorKind::kManifest, "bad_expr.yaml",
+                  "variants[0].bytes", "unknown symbol 'M'");
+
+  std::string bad_dtype = kMiniOp;
+  bad_dtype.replace(bad_dtype.find("flags_typo: 1, "), 15, "");
+  bad_dtype.replace(bad_dtype.find("[fp32], shape: [N]}]\n    outputs"), 6, "[fp33]");
+  TC_EXPECT_ERROR(Manifest().merge_file(write(dir, "bad_dtype.yaml", bad_dtype)), ErrorKind::kManifest,
+                  "bad_dtype.yaml", "inputs[0].dtype", "fp33");
+
+  std::string missing = "ops:\n  - name: m2\n    symbols: [N]\n";
+  TC_EXPECT_ERROR(Manifest().merge_file(write(dir, "missing.yaml", missing)), ErrorKind::kManifest, "missing.yaml",
+                  "op 'm2'", "family", "missing required field");
+
+  TC_EXPECT_ERROR(Manifest().merge_file(write(dir, "syntax.yaml", "ops: [ {name: x")), ErrorKind::kManifest,
+                  "syntax.yaml", "YAML syntax");
+}
+
+TEST(Manifest, UserWorkloadsMergeAndValidate) {
+  std::string dir = test::temp_dir("manifest_user");
+  std::string good = write(dir, "mine.yaml",
+                           "workloads:\n  moe_reduce_fused:\n"
+                           "    - {name: my-model, T: 300, K: 4, H: 3072, dtype: fp16, tags: [mine]}\n");
+  Manifest m = Manifest::load({good});
+  const WorkloadSpec* w = m.find("moe_reduce_fused")->workload("my-model");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->symbols.at("experts"), 256);  // op default filled in
+  std::string bad = write(dir, "bad.yaml",
+                          "workloads:\n  moe_reduce_fused:\n    - {name: x, T: 3, K: 4, H: 8, dtype: int32}\n");
+  TC_EXPECT_ERROR(Manifest::load({bad}), ErrorKind::kManifest, "bad.yaml", "workload 'x'", "int32");
+  std::string unknown_op = write(dir, "unk.yaml", "workloads:\n  nope:\n    - {name: x}\n");
+  TC_EXPECT_ERROR(Manifest::load({unknown_op}), ErrorKind::kManifest, "unk.yaml", "no op named 'nope'");
+}
+
+TEST(Manifest, ShapeFlag) {
+  Manifest m = Manifest::load();
+  const OpSpec& op = *m.find("moe_reduce_fused");
+  WorkloadSpec w = parse_shape_workload(op, "T=777,K=6,H=5120,dtype=bf16");
+  EXPECT_EQ(w.symbols.at("T"), 777);
+  EXPECT_EQ(w.symbols.at("K"), 6);
+  EXPECT_EQ(w.dtype, "bf16");
+  TC_EXPECT_ERROR(parse_shape_workload(op, "T=1,Q=2,K=1,H=8,dtype=bf16"), ErrorKind::kInvalidArgument, "Q");
+  TC_EXPECT_ERROR(parse_shape_workload(op, "T=1,K=1,H=8,dtype=int8"), ErrorKind::kInvalidArgument, "int8");
+  TC_EXPECT_ERROR(parse_shape_workload(op, "T=abc,K=1,H=8,dtype=bf16"), ErrorKind::kInvalidArgument, "T");
+  TC_EXPECT_ERROR(parse_shape_workload(op, "T1,K=1"), ErrorKind::kInvalidArgument, "--shape", "T1");
+}

@@ -1,0 +1,33 @@
+#pragma once
+// Shared helpers for the test suites.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tilecraft/error.h"
+#include "tilecraft/runtime/driver.h"
+
+// GPU tests skip, saying why, on machines without a usable CUDA device.
+#define TC_REQUIRE_GPU()                                                                     \
+  do {                                                                                       \
+    if (!::tilecraft::rt::driver_available())                                                \
+      GTEST_SKIP() << "no CUDA device: " << ::tilecraft::rt::driver_unavailable_reason();    \
+  } while (0)
+
+// Expects `stmt` to throw tilecraft::Error of `kind` whose message contains each of `parts`.
+#define TC_EXPECT_ERROR(stmt, want_kind, ...)                                                     \
+  do {                                                                                       \
+    try {                                                                                    \
+      stmt;                                                                                  \
+      ADD_FAILURE() << "expected an error from: " #stmt;                                     \
+    } catch (const ::tilecraft::Error& e) {                                                  \
+      EXPECT_EQ(int(e.kind()), int(want_kind)) << e.what();                                     \
+      for (const char* part : {__VA_ARGS__})                                                 \
+        EXPECT_NE(std::string(e.what()).find(part), std::string::npos)                      \
+            << "message lacks '" << part << "': " << e.what();                               \
+    }                                                                                        \
+  } while (0)
+
+namespace tilecraft::test {
+std::string temp_dir(const std::string& name);  // fresh, under the build tree
+}
