@@ -39,6 +39,14 @@ for s in $steps; do
       rc=$?; step test_full "rc=$rc in $((SECONDS - t0))s: $(tail -1 "$OUT/test_full.log")"
       grep FAIL "$OUT/test_full.log" | head -10
       gzip -f "$OUT/test_full.log" ;;
+    sweep)
+      # Kernel config sweep on the perf workloads (medians only).
+      for cfg in ${SWEEP:-"items=1" "items=2" "items=1 block=128" "items=2 block=128" "items=4"}; do
+        flags=""; for kv in $cfg; do flags="$flags --config $kv"; done
+        echo "-- $cfg"
+        timeout 120 $B/tilecraft bench --op moe_reduce_fused --tag perf --variant ${SWEEP_VARIANT:-Base} --repeat 50 $flags 2>&1 \
+          | grep -E "median|ERROR" | sed -E 's/.*moe_reduce_fused\/[A-Za-z]+\/([a-z0-9-]+).*median ([0-9.]+) us.* ([0-9.]+)% copy.*/\1 \2us \3%/'
+      done 2>&1 | tee "$OUT/sweep.log" ;;
     *) echo "unknown step $s"; exit 2 ;;
   esac
 done

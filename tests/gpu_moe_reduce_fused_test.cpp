@@ -121,8 +121,9 @@ TEST(GpuMoeReduceFused, CheckedModeReportsBadPosition) {
   rt::Stream s;
   ops::MoeReduceFusedOptions o;
   o.checked = true;
+  const std::string bad_value = "got " + std::to_string(p.E + 5);  // outlives the check below
   TC_EXPECT_ERROR(ops::moe_reduce_fused(p.args(), s.get(), o), ErrorKind::kIndex, "token 9", "slot 2",
-                  std::to_string(p.E + 5).c_str(), "2 slot(s)");
+                  bad_value.c_str(), "2 slot(s)");
   // Fast mode skips them without reading: same as the golden, which skips too.
   p.out_ref = HostTensor(DType::kBF16, {p.T, p.H});
   reference::MoeReduceFusedRef r{p.x.data(), DType::kBF16, p.pos.ptr<int32_t>(), p.w.ptr<float>(), nullptr, nullptr,

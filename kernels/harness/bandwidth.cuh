@@ -8,10 +8,20 @@
 namespace tc::harness {
 
 
+template <int UNROLL>
 __global__ void copy_kernel(const StreamParams p) {
+  const uint4* src = static_cast<const uint4*>(p.src);
+  uint4* dst = static_cast<uint4*>(p.dst);
   unsigned long long stride = 1ull * gridDim.x * blockDim.x;
-  for (unsigned long long i = 1ull * blockIdx.x * blockDim.x + threadIdx.x; i < p.n; i += stride)
-    static_cast<uint4*>(p.dst)[i] = load_stream<uint4, 1>(static_cast<const uint4*>(p.src) + i).v[0];
+  unsigned long long i = 1ull * blockIdx.x * blockDim.x + threadIdx.x;
+  for (; i + (UNROLL - 1) * stride < p.n; i += UNROLL * stride) {
+    uint4 v[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) v[u] = load_stream<uint4, 1>(src + i + u * stride).v[0];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) dst[i + u * stride] = v[u];
+  }
+  for (; i < p.n; i += stride) dst[i] = load_stream<uint4, 1>(src + i).v[0];
 }
 
 template <int UNROLL>

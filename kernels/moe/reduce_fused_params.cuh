@@ -11,7 +11,7 @@ struct ReduceFusedParams {
   const float* sf;       // [1] or null
   void* out;             // [T, H]
   int* bad_slot;         // checked mode: [0] = min flat (t*K+k) index with pos >= E, [1] = count
-  long long num_chunks;  // T * chunks_per_row
+  long long num_tokens;  // T
   int chunks_per_row;    // H / VEC
   int hidden;            // H
   int num_rows;          // E

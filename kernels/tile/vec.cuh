@@ -28,12 +28,12 @@ __device__ __forceinline__ Vec<T, N> load_stream(const T* p) {
   Vec<T, N> out;
   if constexpr (kBytes == 16) {
     uint4 r;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
                  : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
     *reinterpret_cast<uint4*>(&out) = r;
   } else if constexpr (kBytes == 8) {
     uint2 r;
-    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
+    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
     *reinterpret_cast<uint2*>(&out) = r;
   } else {
     using R = typename detail::Raw<kBytes>::type;

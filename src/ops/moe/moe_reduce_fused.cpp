@@ -79,6 +79,29 @@ int pick_vec(const MoeReduceFusedArgs& a) {
   return 1;
 }
 
+struct Launch {
+  unsigned grid_x, grid_y, block;
+};
+
+// Blocks tile one token row (blockIdx.x) and walk tokens (blockIdx.y). The
+// block is the configured size, shrunk to the row when the row is shorter.
+Launch launch_geometry(const MoeReduceFusedConfig& c, int chunks_per_row, int64_t T) {
+  const int threads_per_row = (chunks_per_row + c.items - 1) / c.items;
+  const int block = std::min(c.block, (threads_per_row + 31) / 32 * 32);
+  const int per_block = block * c.items;
+  return {unsigned((chunks_per_row + per_block - 1) / per_block), unsigned(std::min<int64_t>(T, 65535)),
+          unsigned(block)};
+}
+
+// The largest multiple of 32 up to 256 that splits a row of `threads` evenly,
+// so no block idles at the row's end; 256 when none does.
+int pick_block(int threads) {
+  if (threads <= 256) return (threads + 31) / 32 * 32;
+  for (int b = 256; b >= 128; b -= 32)
+    if (threads % b == 0) return b;
+  return 256;
+}
+
 }  // namespace
 
 std::string MoeReduceFusedConfig::str() const {
@@ -157,10 +180,9 @@ MoeReduceFusedConfig moe_reduce_fused_config(const MoeReduceFusedArgs& a, const 
                  fmt::format("a power of two dividing {} (widest allowed here)", c.vec), std::to_string(o.vec));
     c.vec = o.vec;
   }
-  // Small K leaves few loads in flight per thread: give each thread two chunks.
-  c.items = o.items ? o.items : (c.k <= 4 ? 2 : 1);
+  c.items = o.items ? o.items : 1;
   TC_CHECK_ARG(c.items >= 1 && c.items <= 4, kOp, "items", "1..4", std::to_string(c.items));
-  c.block = o.block ? o.block : 256;
+  c.block = o.block ? o.block : pick_block(int((a.x.shape[1] / c.vec + c.items - 1) / c.items));
   TC_CHECK_ARG(c.block >= 32 && c.block <= 256 && c.block % 32 == 0, kOp, "block", "a multiple of 32 in 32..256",
                std::to_string(c.block));
   return c;
@@ -192,19 +214,17 @@ void moe_reduce_fused(const MoeReduceFusedArgs& a, CUstream stream, const MoeRed
   tc::moe::ReduceFusedParams p{a.x.data, a.token_topk_to_pos.ptr<int>(),
                                 a.topk_weights ? a.topk_weights->ptr<float>() : nullptr,
                                 a.x_sf ? a.x_sf->ptr<float>() : nullptr, a.sf ? a.sf->ptr<float>() : nullptr,
-                                a.out.data, nullptr, (long long)(T * (H / c.vec)), int(H / c.vec), int(H), int(E)};
-
-  const long long per_block = 1ll * c.block * c.items;
-  const unsigned grid = unsigned((p.num_chunks + per_block - 1) / per_block);
+                                a.out.data, nullptr, (long long)T, int(H / c.vec), int(H), int(E)};
+  const Launch g = launch_geometry(c, p.chunks_per_row, T);
   if (!o.checked) {
-    jit::launch(*k, grid, 1, unsigned(c.block), 0, stream, &p);
+    jit::launch(*k, g.grid_x, g.grid_y, g.block, 0, stream, &p);
     return;
   }
   rt::ScratchBuffer scratch(2 * sizeof(int), stream);
   int init[2] = {INT_MAX, 0};
   TC_DRV(cuMemcpyHtoDAsync, scratch.get(), init, sizeof(init), stream);
   p.bad_slot = reinterpret_cast<int*>(scratch.get());
-  jit::launch(*k, grid, 1, unsigned(c.block), 0, stream, &p);
+  jit::launch(*k, g.grid_x, g.grid_y, g.block, 0, stream, &p);
   int found[2];
   TC_DRV(cuMemcpyDtoHAsync, found, scratch.get(), sizeof(found), stream);
   TC_DRV(cuStreamSynchronize, stream);
