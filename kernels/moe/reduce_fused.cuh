@@ -32,17 +32,13 @@ __global__ void __launch_bounds__(256, 1) reduce_fused_kernel(const ReduceFusedP
     for (int k = 0; k < K; ++k) pos[k] = __ldg(p.pos + t * K + k);
 #pragma unroll
     for (int k = 0; k < K; ++k) {
-      const bool live = pos[k] >= 0 && pos[k] < p.num_rows;  // out-of-range rows are never read
       if constexpr (CHECKED) {
         if (pos[k] >= p.num_rows && blockIdx.x == 0 && threadIdx.x == 0) {
           atomicMin(p.bad_slot, int(t * K + k));
           atomicAdd(p.bad_slot + 1, 1);
         }
       }
-      float s = HAS_W ? __ldg(p.weights + t * K + k) : 1.0f;
-      if constexpr (HAS_XSF) s = live ? __fmul_rn(s, __ldg(p.x_sf + pos[k])) : s;
-      scale[k] = s;
-      if (!live) pos[k] = -1;
+      if (pos[k] >= p.num_rows) pos[k] = -1;  // out-of-range rows are never read
     }
 
     Vec<TIn, VEC> rows[ITEMS][K];
@@ -52,8 +48,16 @@ __global__ void __launch_bounds__(256, 1) reduce_fused_kernel(const ReduceFusedP
       const bool in_row = col < p.hidden;
 #pragma unroll
       for (int k = 0; k < K; ++k)
-        rows[it][k] = (in_row && pos[k] >= 0) ? load_stream<TIn, VEC>(x + 1ll * pos[k] * p.hidden + col)
-                                              : Vec<TIn, VEC>{};
+        rows[it][k] = load_stream_if<TIn, VEC>(x + 1ll * (pos[k] < 0 ? 0 : pos[k]) * p.hidden + col,
+                                               in_row && pos[k] >= 0);
+    }
+
+    // Scales after the row loads are in flight.
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      float s = HAS_W ? __ldg(p.weights + t * K + k) : 1.0f;
+      if constexpr (HAS_XSF) s = pos[k] >= 0 ? __fmul_rn(s, __ldg(p.x_sf + pos[k])) : s;
+      scale[k] = s;
     }
 
 #pragma unroll

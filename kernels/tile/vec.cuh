@@ -42,6 +42,49 @@ __device__ __forceinline__ Vec<T, N> load_stream(const T* p) {
   return out;
 }
 
+// Predicated streaming read: zeros when !pred, and no memory access at all
+// then (the address is not touched). Volatile so that a run of these issues in
+// program order ahead of the arithmetic that consumes them: the compiler may
+// not sink them next to their uses, which would leave one load in flight.
+template <typename T, int N>
+__device__ __forceinline__ Vec<T, N> load_stream_if(const T* p, bool pred) {
+  constexpr int kBytes = sizeof(T) * N;
+  static_assert(kBytes == 16 || kBytes == 8 || kBytes == 4 || kBytes == 2, "unsupported vector width");
+  Vec<T, N> out;
+  const unsigned pr = pred;
+  if constexpr (kBytes == 16) {
+    uint4 r;
+    asm volatile(
+        "{ .reg .pred q; setp.ne.u32 q, %5, 0;\n"
+        "  mov.b32 %0, 0; mov.b32 %1, 0; mov.b32 %2, 0; mov.b32 %3, 0;\n"
+        "  @q ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4]; }"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "r"(pr));
+    *reinterpret_cast<uint4*>(&out) = r;
+  } else if constexpr (kBytes == 8) {
+    uint2 r;
+    asm volatile(
+        "{ .reg .pred q; setp.ne.u32 q, %3, 0;\n  mov.b32 %0, 0; mov.b32 %1, 0;\n"
+        "  @q ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2]; }"
+        : "=r"(r.x), "=r"(r.y) : "l"(p), "r"(pr));
+    *reinterpret_cast<uint2*>(&out) = r;
+  } else if constexpr (kBytes == 4) {
+    unsigned r;
+    asm volatile(
+        "{ .reg .pred q; setp.ne.u32 q, %2, 0;\n  mov.b32 %0, 0;\n"
+        "  @q ld.global.nc.L1::no_allocate.u32 %0, [%1]; }"
+        : "=r"(r) : "l"(p), "r"(pr));
+    *reinterpret_cast<unsigned*>(&out) = r;
+  } else {
+    unsigned short r;
+    asm volatile(
+        "{ .reg .pred q; setp.ne.u32 q, %2, 0;\n  mov.b16 %0, 0;\n"
+        "  @q ld.global.nc.L1::no_allocate.u16 %0, [%1]; }"
+        : "=h"(r) : "l"(p), "r"(pr));
+    *reinterpret_cast<unsigned short*>(&out) = r;
+  }
+  return out;
+}
+
 template <typename T, int N>
 __device__ __forceinline__ void store(T* p, const Vec<T, N>& v) {
   using R = typename detail::Raw<int(sizeof(T) * N)>::type;
