@@ -17,8 +17,10 @@
 
 namespace tc::moe {
 
+// HINTS bit 0: streaming (evict-first) output stores; bit 1: L2 256-byte
+// fetch hint on the row loads.
 template <typename TIn, typename TOut, int K, int VEC, int ITEMS, bool HAS_W, bool HAS_XSF, bool HAS_SF,
-          bool CHECKED>
+          bool CHECKED, int HINTS = 0>
 __global__ void __launch_bounds__(256, 1) reduce_fused_kernel(const ReduceFusedParams p) {
   const TIn* x = static_cast<const TIn*>(p.x);
   TOut* out = static_cast<TOut*>(p.out);
@@ -48,7 +50,7 @@ __global__ void __launch_bounds__(256, 1) reduce_fused_kernel(const ReduceFusedP
       const bool in_row = col < p.hidden;
 #pragma unroll
       for (int k = 0; k < K; ++k)
-        rows[it][k] = load_stream_if<TIn, VEC>(x + 1ll * (pos[k] < 0 ? 0 : pos[k]) * p.hidden + col,
+        rows[it][k] = load_stream_if<TIn, VEC, (HINTS & 2) != 0>(x + 1ll * (pos[k] < 0 ? 0 : pos[k]) * p.hidden + col,
                                                in_row && pos[k] >= 0);
     }
 
@@ -76,7 +78,8 @@ __global__ void __launch_bounds__(256, 1) reduce_fused_kernel(const ReduceFusedP
       Vec<TOut, VEC> o;
 #pragma unroll
       for (int v = 0; v < VEC; ++v) o.v[v] = from_float<TOut>(HAS_SF ? __fmul_rn(acc[v], global) : acc[v]);
-      store(out + t * p.hidden + col, o);
+      if constexpr (HINTS & 1) store_stream(out + t * p.hidden + col, o);
+      else store(out + t * p.hidden + col, o);
     }
   }
 }

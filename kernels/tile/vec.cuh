@@ -46,7 +46,8 @@ __device__ __forceinline__ Vec<T, N> load_stream(const T* p) {
 // then (the address is not touched). Volatile so that a run of these issues in
 // program order ahead of the arithmetic that consumes them: the compiler may
 // not sink them next to their uses, which would leave one load in flight.
-template <typename T, int N>
+// L2_256B adds the L2 256-byte fetch hint to 16-byte loads.
+template <typename T, int N, bool L2_256B = false>
 __device__ __forceinline__ Vec<T, N> load_stream_if(const T* p, bool pred) {
   constexpr int kBytes = sizeof(T) * N;
   static_assert(kBytes == 16 || kBytes == 8 || kBytes == 4 || kBytes == 2, "unsupported vector width");
@@ -54,11 +55,19 @@ __device__ __forceinline__ Vec<T, N> load_stream_if(const T* p, bool pred) {
   const unsigned pr = pred;
   if constexpr (kBytes == 16) {
     uint4 r;
-    asm volatile(
-        "{ .reg .pred q; setp.ne.u32 q, %5, 0;\n"
-        "  mov.b32 %0, 0; mov.b32 %1, 0; mov.b32 %2, 0; mov.b32 %3, 0;\n"
-        "  @q ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4]; }"
-        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "r"(pr));
+    if constexpr (L2_256B) {
+      asm volatile(
+          "{ .reg .pred q; setp.ne.u32 q, %5, 0;\n"
+          "  mov.b32 %0, 0; mov.b32 %1, 0; mov.b32 %2, 0; mov.b32 %3, 0;\n"
+          "  @q ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4]; }"
+          : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "r"(pr));
+    } else {
+      asm volatile(
+          "{ .reg .pred q; setp.ne.u32 q, %5, 0;\n"
+          "  mov.b32 %0, 0; mov.b32 %1, 0; mov.b32 %2, 0; mov.b32 %3, 0;\n"
+          "  @q ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4]; }"
+          : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "r"(pr));
+    }
     *reinterpret_cast<uint4*>(&out) = r;
   } else if constexpr (kBytes == 8) {
     uint2 r;
@@ -89,6 +98,13 @@ template <typename T, int N>
 __device__ __forceinline__ void store(T* p, const Vec<T, N>& v) {
   using R = typename detail::Raw<int(sizeof(T) * N)>::type;
   *reinterpret_cast<R*>(p) = *reinterpret_cast<const R*>(&v);
+}
+
+// Streaming store (evict-first): output written once and not read again here.
+template <typename T, int N>
+__device__ __forceinline__ void store_stream(T* p, const Vec<T, N>& v) {
+  using R = typename detail::Raw<int(sizeof(T) * N)>::type;
+  __stcs(reinterpret_cast<R*>(p), *reinterpret_cast<const R*>(&v));
 }
 
 }  // namespace tc

@@ -26,14 +26,17 @@ struct MoeReduceFusedOptions {
   bool checked = false;
   // Kernel config overrides (0 = heuristic). vec: elements per thread access;
   // items: chunks per thread; block: threads per block.
-  int vec = 0, items = 0, block = 0;
+  // hints: bit 0 streaming stores, bit 1 L2 256B load hint (-1 = default);
+  // ctas_per_sm: cap the token walk to this many blocks per SM (0 = a block
+  // row per token).
+  int vec = 0, items = 0, block = 0, hints = -1, ctas_per_sm = 0;
   jit::CompileOptions compile;
 };
 
 // The kernel configuration a call resolves to (for inspect / compile tables).
 struct MoeReduceFusedConfig {
   DType in, out;
-  int k, vec, items, block;
+  int k, vec, items, block, hints, ctas_per_sm;
   bool weights, x_sf, sf, checked;
   std::string str() const;
   jit::KernelSpec kernel_spec() const;

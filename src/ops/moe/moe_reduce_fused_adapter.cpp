@@ -112,7 +112,11 @@ ops::MoeReduceFusedOptions op_options(const RunOptions& o) {
     if (k == "vec") m.vec = v;
     else if (k == "items") m.items = v;
     else if (k == "block") m.block = v;
-    else throw_arg_error(ErrorKind::kInvalidArgument, kOp, "--config", "keys vec, items, block", "'" + k + "'");
+    else if (k == "hints") m.hints = v;
+    else if (k == "ctas_per_sm") m.ctas_per_sm = v;
+    else
+      throw_arg_error(ErrorKind::kInvalidArgument, kOp, "--config", "keys vec, items, block, hints, ctas_per_sm",
+                      "'" + k + "'");
   }
   return m;
 }
