@@ -187,6 +187,8 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
     ctx.ceilings = &*ceilings;
     flusher = std::make_unique<harness::L2Flusher>(0);
     ctx.flusher = flusher.get();
+    ctx.empty_launch_us = harness::empty_launch_us(0, timing, ctx.flusher);
+    con.line(fmt::format("empty kernel launch under this run's protocol: {:.2f} us", ctx.empty_launch_us));
   }
   Records recs;
   Progress p{cases.size()};
@@ -199,8 +201,13 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
     } else {
       auto t = r["timing"];
       std::string frac = r.contains("frac_copy_bw")
-                             ? fmt::format(" {:5.1f}% copy {:5.1f}% read {}", 100 * r["frac_copy_bw"].get<double>(),
-                                           100 * r["frac_read_bw"].get<double>(), r.value("bound", ""))
+                             ? fmt::format(" {:5.1f}% copy {:5.1f}% read {:5.1f}% same-size copy, {:.2f}x launch, {}",
+                                           100 * r["frac_copy_bw"].get<double>(), 100 * r["frac_read_bw"].get<double>(),
+                                           100 * r.value("frac_same_size_copy", 0.0), r.value("vs_empty_launch", 0.0),
+                                           r.value("bound", "")) +
+                                   (r.contains("host_overhead_us")
+                                        ? fmt::format(", host {:.2f} us/call", r["host_overhead_us"].get<double>())
+                                        : "")
                              : "";
       con.line(fmt::format("{} {} [{}] {} median {:.2f} us (p90 {:.2f}) {:.0f} GB/s{}{}", p.prefix(i),
                            r["case_id"].get<std::string>(), r["backend"].get<std::string>(), shape_summary(r),

@@ -63,6 +63,28 @@ double memcpy_gbps(size_t bytes, int device) {
 }
 }  // namespace
 
+double empty_launch_us(int device, const TimingSettings& s, L2Flusher* flusher) {
+  rt::Stream stream;
+  jit::KernelSpec spec{"harness/bandwidth.cuh", "tc::harness::empty_kernel", {}, "empty"};
+  const auto& k = jit::get_kernel(spec, {}, device);
+  tc::harness::StreamParams p{};
+  return time_cuda([&](CUstream st) { jit::launch(k, 1, 1, 32, 0, st, &p); }, stream.get(), s, flusher).median * 1e3;
+}
+
+double same_size_copy_us(double bytes, int device, const TimingSettings& s, L2Flusher* flusher) {
+  const size_t words = std::max<size_t>(1, size_t(bytes / 2 / 16));
+  DeviceTensor src(DType::kI32, {int64_t(words * 4)}, device), dst(DType::kI32, {int64_t(words * 4)}, device),
+      sink(DType::kI32, {4}, device);
+  src.fill_bytes(0x3c);
+  rt::Stream stream;
+  jit::KernelSpec spec{"harness/bandwidth.cuh", "tc::harness::copy_kernel", {"4"}, "copy"};
+  const auto& k = jit::get_kernel(spec, {}, device);
+  tc::harness::StreamParams p{src.data(), dst.data(), words, static_cast<unsigned*>(sink.data())};
+  const unsigned grid = unsigned(std::min<size_t>(size_t(rt::device_info(device).sm_count) * 4, (words + 511) / 512));
+  return time_cuda([&](CUstream st) { jit::launch(k, grid, 1, 512, 0, st, &p); }, stream.get(), s, flusher).median *
+         1e3;
+}
+
 Ceilings measure_ceilings(int device, bool remeasure) {
   rt::ensure_context(device);
   fs::path f = cache_file(device);
@@ -89,15 +111,12 @@ Ceilings measure_ceilings(int device, bool remeasure) {
   c.read_gbps = stream_gbps("tc::harness::read_kernel", {"4"}, 2 * bytes, false, device);
   c.gemm_tflops = cublas_gemm_tflops(device, 8192, c.gemm_note);
   {
-    rt::Stream stream;
-    jit::KernelSpec spec{"harness/bandwidth.cuh", "tc::harness::empty_kernel", {}, "empty"};
-    const auto& k = jit::get_kernel(spec, {}, device);
-    tc::harness::StreamParams p{};
+    // Same protocol as the ops (read flush before each iteration): with the
+    // GPU busy flushing, the host runs ahead and the launch is timed alone.
+    L2Flusher flusher(device);
     TimingSettings s;
     s.repeat = 200;
-    s.hot = true;
-    c.empty_launch_us =
-        time_cuda([&](CUstream st) { jit::launch(k, 1, 1, 32, 0, st, &p); }, stream.get(), s, nullptr).median * 1e3;
+    c.empty_launch_us = empty_launch_us(device, s, &flusher);
   }
   c.measured_at = now_iso8601();
   try {

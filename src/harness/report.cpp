@@ -124,19 +124,22 @@ std::string performance_report(const EnvInfo& env, const Ceilings* ce, const Rec
         ce->read_gbps, ce->gemm_note.empty() ? "cuBLAS" : ce->gemm_note, ce->gemm_tflops, ce->empty_launch_us);
   }
   s += "## Environment\n\n" + env_markdown(env) + "\n## Results\n\n";
-  s += "| case | backend | median us | p90 us | min us | GB/s | GB/s valid | % copy | % read | TFLOP/s | bound | "
-       "host us/call | vs empty launch | verified | flush |\n";
-  s += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  s += "| case | backend | median us | p90 us | min us | GB/s | GB/s valid | % copy | % read | % same-size copy | "
+       "TFLOP/s | bound | host us/call | vs empty launch | verified | flush |\n";
+  s += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (auto& r : recs) {
     auto t = r.value("timing", nlohmann::json::object());
-    s += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+    s += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
                      r.value("case_id", "?"), r.value("backend", "?"), num(t, "median_us"), num(t, "p90_us"),
                      num(t, "min_us"), num(r, "gbps", "{:.0f}"), num(r, "gbps_valid", "{:.0f}"), pct(r, "frac_copy_bw"),
-                     pct(r, "frac_read_bw"), num(r, "tflops", "{:.3f}"), r.value("bound", "-"),
+                     pct(r, "frac_read_bw"), pct(r, "frac_same_size_copy"), num(r, "tflops", "{:.3f}"), r.value("bound", "-"),
                      num(r, "host_overhead_us"), num(r, "vs_empty_launch", "{:.2f}x"),
                      r.contains("verified") ? (r["verified"].get<bool>() ? "yes" : "NO") : "-", r.value("flush", "-"));
     if (r.contains("error")) s += fmt::format("| ↳ error: {} |\n", r["error"].get<std::string>());
   }
+  s += "\n`% same-size copy`: time of a device copy moving the same number of bytes (half read, half written) "
+       "under the same protocol, over the op's time: how close the op is to a plain stream of its own size, "
+       "launch and ramp included. `vs empty launch`: the op's median over an empty kernel's, same protocol.\n";
   s += "\nBound rules: `latency` when the median is under 3x the empty-kernel launch; otherwise `memory` when "
        "flops/byte is under the ridge point (GEMM peak / copy bandwidth), else `compute`.\n";
   return s;

@@ -260,13 +260,20 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
       r["frac_copy_bw"] = r["gbps"].get<double>() / ce.copy_gbps;
       r["frac_read_bw"] = r["gbps"].get<double>() / ce.read_gbps;
       if (ce.gemm_tflops > 0) r["frac_gemm_peak"] = r["tflops"].get<double>() / ce.gemm_tflops;
-      r["vs_empty_launch"] = t.median * 1e3 / ce.empty_launch_us;
+      const double launch_us = ctx.empty_launch_us > 0 ? ctx.empty_launch_us : ce.empty_launch_us;
+      r["empty_launch_us"] = launch_us;
+      r["vs_empty_launch"] = t.median * 1e3 / launch_us;
+      if (ctx.same_size_copy && bytes > 0) {
+        double copy_us = same_size_copy_us(bytes, 0, ctx.timing, ctx.flusher);
+        r["same_size_copy_us"] = copy_us;
+        r["frac_same_size_copy"] = copy_us / (t.median * 1e3);
+      }
       const double ridge = ce.gemm_tflops > 0 ? ce.gemm_tflops * 1e12 / (ce.copy_gbps * 1e9) : 200.0;
       const double intensity = bytes > 0 ? flops / bytes : 0;
-      if (t.median * 1e3 < 3 * ce.empty_launch_us) {
+      if (t.median * 1e3 < 3 * launch_us) {
         r["bound"] = "latency";
         r["bound_rule"] = fmt::format("median {:.2f} us < 3 x empty-kernel launch ({:.2f} us)", t.median * 1e3,
-                                      ce.empty_launch_us);
+                                      launch_us);
       } else if (intensity < ridge) {
         r["bound"] = "memory";
         r["bound_rule"] = fmt::format("intensity {:.3f} flop/B < ridge {:.1f} flop/B (GEMM peak / copy bw)", intensity,

@@ -22,6 +22,16 @@ struct Ceilings {
 
 Ceilings measure_ceilings(int device, bool remeasure);
 
+struct TimingSettings;
+class L2Flusher;
+// Median of an empty kernel under the given protocol (flush included), so a
+// small op's time can be set against the launch floor it cannot beat.
+double empty_launch_us(int device, const TimingSettings& s, L2Flusher* flusher);
+// Median time of a device copy moving `bytes` in total (half read, half
+// written) under the given protocol: the bandwidth a stream of exactly this
+// size reaches, launch and ramp included.
+double same_size_copy_us(double bytes, int device, const TimingSettings& s, L2Flusher* flusher);
+
 // cuBLAS bf16 GEMM (m=n=k) in TFLOP/s on random data, loaded with dlopen.
 // Returns 0 and sets `note` when cuBLAS is unavailable.
 double cublas_gemm_tflops(int device, int n, std::string& note);

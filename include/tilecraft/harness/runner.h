@@ -32,6 +32,8 @@ struct BenchContext {
   const Ceilings* ceilings = nullptr;  // GPU only
   L2Flusher* flusher = nullptr;
   bool host_overhead = true;           // also time the host side of a cached call
+  double empty_launch_us = 0;          // measured at the start of this run, same protocol
+  bool same_size_copy = true;          // also time a copy of the same bytes (GPU)
 };
 nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o, const BenchContext& ctx,
                          const EnvInfo& env);
