@@ -6,6 +6,7 @@
 
 #include "tilecraft/error.h"
 #include "tilecraft/harness/random.h"
+#include "tilecraft/parallel.h"
 #include "tilecraft/runtime/device.h"
 #include "tilecraft/runtime/driver.h"
 
@@ -62,45 +63,61 @@ std::string config_of(const Case& c, const RunOptions& o) {
 }
 
 // Compares `got` with the golden, bitwise or allclose; fills the record.
+// Chunks run in parallel; each keeps its own first failure and maxima.
 bool compare(const OpSpec& op, const TensorView& want, const TensorView& got, nlohmann::json& r) {
   const int64_t n = want.numel();
   const size_t es = dtype_size(want.dtype);
   const bool bitwise = op.tolerance.mode == "bitwise";
-  int64_t failed = 0, first = -1, nonfinite = 0;
-  double max_abs = 0, max_rel = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    double w = load_as_double(want.data, want.dtype, size_t(i));
-    double g = load_as_double(got.data, got.dtype, size_t(i));
-    if (!std::isfinite(g)) ++nonfinite;
-    bool ok;
-    if (bitwise) {
-      ok = std::memcmp(static_cast<const char*>(want.data) + size_t(i) * es,
-                       static_cast<const char*>(got.data) + size_t(i) * es, es) == 0;
-    } else {
-      ok = std::fabs(g - w) <= op.tolerance.atol + op.tolerance.rtol * std::fabs(w) || (std::isnan(g) && std::isnan(w));
-    }
-    double abs_err = std::fabs(g - w);
-    if (std::isnan(abs_err)) abs_err = (std::isnan(g) && std::isnan(w)) ? 0 : INFINITY;
-    max_abs = std::max(max_abs, abs_err);
-    if (w != 0) max_rel = std::max(max_rel, abs_err / std::fabs(w));
-    if (!ok) {
-      if (first < 0) {
-        first = i;
-        r["first_failure"] = {{"index", i}, {"got", g}, {"want", w}};
+  struct Part {
+    int64_t failed = 0, first = -1, nonfinite = 0;
+    double max_abs = 0, max_rel = 0;
+  };
+  const int64_t chunk = 1 << 18;
+  std::vector<Part> parts(size_t((n + chunk - 1) / chunk));
+  parallel_for(int64_t(parts.size()), chunk, [&](int64_t pb, int64_t pe) {
+    for (int64_t pi = pb; pi < pe; ++pi) {
+      Part& part = parts[size_t(pi)];
+      for (int64_t i = pi * chunk; i < std::min(n, (pi + 1) * chunk); ++i) {
+        double w = load_as_double(want.data, want.dtype, size_t(i));
+        double g = load_as_double(got.data, got.dtype, size_t(i));
+        if (!std::isfinite(g)) ++part.nonfinite;
+        bool ok = bitwise ? std::memcmp(static_cast<const char*>(want.data) + size_t(i) * es,
+                                        static_cast<const char*>(got.data) + size_t(i) * es, es) == 0
+                          : (std::fabs(g - w) <= op.tolerance.atol + op.tolerance.rtol * std::fabs(w) ||
+                             (std::isnan(g) && std::isnan(w)));
+        double abs_err = std::fabs(g - w);
+        if (std::isnan(abs_err)) abs_err = (std::isnan(g) && std::isnan(w)) ? 0 : INFINITY;
+        part.max_abs = std::max(part.max_abs, abs_err);
+        if (w != 0) part.max_rel = std::max(part.max_rel, abs_err / std::fabs(w));
+        if (!ok) {
+          if (part.first < 0) part.first = i;
+          ++part.failed;
+        }
       }
-      ++failed;
     }
+  });
+  Part total;
+  for (auto& p : parts) {
+    total.failed += p.failed;
+    total.nonfinite += p.nonfinite;
+    total.max_abs = std::max(total.max_abs, p.max_abs);
+    total.max_rel = std::max(total.max_rel, p.max_rel);
+    if (total.first < 0) total.first = p.first;
   }
+  if (total.first >= 0)
+    r["first_failure"] = {{"index", total.first},
+                          {"got", load_as_double(got.data, got.dtype, size_t(total.first))},
+                          {"want", load_as_double(want.data, want.dtype, size_t(total.first))}};
   r["compare_mode"] = bitwise ? "bitwise" : "allclose";
   r["atol"] = op.tolerance.atol;
   r["rtol"] = op.tolerance.rtol;
-  r["max_abs_err"] = max_abs;
-  r["max_rel_err"] = max_rel;
+  r["max_abs_err"] = total.max_abs;
+  r["max_rel_err"] = total.max_rel;
   r["num_elements"] = n;
-  r["num_failed"] = failed;
-  r["pass_rate"] = n ? double(n - failed) / double(n) : 1.0;
-  r["nonfinite_outputs"] = nonfinite;
-  return failed == 0;
+  r["num_failed"] = total.failed;
+  r["pass_rate"] = n ? double(n - total.failed) / double(n) : 1.0;
+  r["nonfinite_outputs"] = total.nonfinite;
+  return total.failed == 0;
 }
 
 }  // namespace
