@@ -188,7 +188,15 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
     flusher = std::make_unique<harness::L2Flusher>(0);
     ctx.flusher = flusher.get();
     ctx.empty_launch_us = harness::empty_launch_us(0, timing, ctx.flusher);
-    con.line(fmt::format("empty kernel launch under this run's protocol: {:.2f} us", ctx.empty_launch_us));
+    {
+      rt::Stream s;
+      jit::KernelSpec spec{"harness/bandwidth.cuh", "tc::harness::empty_kernel", {}, "empty"};
+      const auto& k = jit::get_kernel(spec, {}, 0);
+      std::vector<char> p(64, 0);
+      ctx.bare_launch_host_us = harness::host_us_per_call([&] { jit::launch(k, 1, 1, 32, 0, s.get(), p.data()); }, s.get());
+    }
+    con.line(fmt::format("empty kernel under this run's protocol: {:.2f} us on the GPU; bare launch host cost {:.2f} us",
+                         ctx.empty_launch_us, ctx.bare_launch_host_us));
   }
   Records recs;
   Progress p{cases.size()};

@@ -123,6 +123,13 @@ std::string performance_report(const EnvInfo& env, const Ceilings* ce, const Rec
         ce->from_cache ? " (from cache, measured " + ce->measured_at + ")" : " (this run)", ce->copy_gbps,
         ce->read_gbps, ce->gemm_note.empty() ? "cuBLAS" : ce->gemm_note, ce->gemm_tflops, ce->empty_launch_us);
   }
+  for (auto& r : recs)
+    if (r.contains("bare_launch_host_us")) {
+      s += fmt::format("Host cost of one bare cuLaunchKernel (empty kernel) in this run: {:.2f} us; the `host us/call` "
+                       "column is the whole cached op call (validation, kernel lookup, launch).\n\n",
+                       r["bare_launch_host_us"].get<double>());
+      break;
+    }
   s += "## Environment\n\n" + env_markdown(env) + "\n## Results\n\n";
   s += "| case | backend | median us | p90 us | min us | GB/s | GB/s valid | % copy | % read | % same-size copy | "
        "TFLOP/s | bound | host us/call | vs empty launch | verified | flush |\n";

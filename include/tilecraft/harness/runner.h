@@ -2,6 +2,7 @@
 // Selecting cases from the manifest, and running one case for correctness or
 // for timing. Each run returns one JSON record (the JSONL line).
 #include <deque>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,8 +34,12 @@ struct BenchContext {
   L2Flusher* flusher = nullptr;
   bool host_overhead = true;           // also time the host side of a cached call
   double empty_launch_us = 0;          // measured at the start of this run, same protocol
+  double bare_launch_host_us = 0;      // host cost of one cuLaunchKernel of an empty kernel
   bool same_size_copy = true;          // also time a copy of the same bytes (GPU)
 };
+// Host time per call of `call` (which enqueues on `stream`), median of batches.
+double host_us_per_call(const std::function<void()>& call, CUstream stream);
+
 nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o, const BenchContext& ctx,
                          const EnvInfo& env);
 

@@ -22,6 +22,7 @@ struct CompileOptions {
   // NVRTC flags for these options (no arch, no include paths).
   std::vector<std::string> flags() const;
   std::string str() const;  // canonical text form, parse(str()) == *this
+  bool operator==(const CompileOptions&) const = default;
 };
 
 }  // namespace tilecraft::jit

@@ -39,6 +39,7 @@ struct MoeReduceFusedConfig {
   int k, vec, items, block, hints, ctas_per_sm;
   bool weights, x_sf, sf, checked;
   std::string str() const;
+  uint64_t code() const;  // unique per config: the key of the op's kernel cache
   jit::KernelSpec kernel_spec() const;
 };
 

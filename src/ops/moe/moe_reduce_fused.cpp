@@ -29,13 +29,13 @@ std::string shape_expect(std::initializer_list<std::string> dims) {
 
 void check_tensor(const TensorView& t, const char* arg, std::initializer_list<DType> dtypes, int rank,
                   DeviceType backend) {
-  std::string allowed;
   bool ok = false;
-  for (DType d : dtypes) {
-    allowed += (allowed.empty() ? "" : " or ") + std::string(dtype_name(d));
-    ok |= d == t.dtype;
+  for (DType d : dtypes) ok |= d == t.dtype;
+  if (!ok) {  // the message is built only on failure: this runs on every call
+    std::string allowed;
+    for (DType d : dtypes) allowed += (allowed.empty() ? "" : " or ") + std::string(dtype_name(d));
+    throw_arg_error(ErrorKind::kType, kOp, arg, "dtype " + allowed, t.describe());
   }
-  if (!ok) throw_arg_error(ErrorKind::kType, kOp, arg, "dtype " + allowed, t.describe());
   TC_CHECK_ARG(t.ndim() == rank, kOp, arg, fmt::format("a {}-D tensor", rank), t.describe());
   TC_CHECK_ARG(t.is_contiguous(), kOp, arg, "a contiguous (row-major) tensor",
                t.describe() + " with strides " + t.strides.str());
@@ -114,6 +114,13 @@ std::string MoeReduceFusedConfig::str() const {
   return fmt::format("{}->{} K={} vec={} items={} block={} hints={}{}{}{}{}{}", dtype_name(in), dtype_name(out), k, vec,
                      items, block, hints, ctas_per_sm ? fmt::format(" ctas/sm={}", ctas_per_sm) : "",
                      weights ? " +w" : "", x_sf ? " +x_sf" : "", sf ? " +sf" : "", checked ? " checked" : "");
+}
+
+uint64_t MoeReduceFusedConfig::code() const {
+  // Every field that selects a kernel or a launch shape, packed.
+  uint64_t v = uint64_t(in) | uint64_t(out) << 4 | uint64_t(k) << 8 | uint64_t(vec) << 16 | uint64_t(items) << 22 |
+               uint64_t(block) << 26 | uint64_t(hints) << 36 | uint64_t(ctas_per_sm) << 40;
+  return v | uint64_t(weights) << 48 | uint64_t(x_sf) << 49 | uint64_t(sf) << 50 | uint64_t(checked) << 51;
 }
 
 jit::KernelSpec MoeReduceFusedConfig::kernel_spec() const {
@@ -206,19 +213,26 @@ void moe_reduce_fused(const MoeReduceFusedArgs& a, CUstream stream, const MoeRed
   if (T == 0 || H == 0) return;
   const MoeReduceFusedConfig c = moe_reduce_fused_config(a, o);
 
-  // Cached-call path: config -> loaded kernel in one hash lookup.
+  // Cached-call path: config packed into one integer -> loaded kernel, in one
+  // hash lookup and no string building (this is the per-call host cost).
+  struct Entry {
+    jit::CompileOptions options;
+    const jit::Launchable* kernel;
+  };
   static std::mutex mu;
-  static std::unordered_map<std::string, const jit::Launchable*> kernels;
-  const std::string memo = c.str() + "|" + o.compile.str() + "|" + std::to_string(a.x.device.index);
+  static std::unordered_map<uint64_t, std::vector<Entry>> kernels;
+  const uint64_t code = c.code() ^ (uint64_t(a.x.device.index) << 56);
   const jit::Launchable* k = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (auto it = kernels.find(memo); it != kernels.end()) k = it->second;
+    if (auto it = kernels.find(code); it != kernels.end())
+      for (const Entry& e : it->second)
+        if (e.options == o.compile) k = e.kernel;
   }
   if (!k) {
     k = &jit::get_kernel(c.kernel_spec(), o.compile, a.x.device.index);
     std::lock_guard<std::mutex> lock(mu);
-    kernels.emplace(memo, k);
+    kernels[code].push_back({o.compile, k});
   }
   rt::ensure_context(a.x.device.index);
 
