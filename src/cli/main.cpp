@@ -68,6 +68,9 @@ int main(int argc, char** argv) {
       case ErrorKind::kNoDevice: return 3;
       default: return 4;
     }
+  } catch (const std::bad_alloc&) {
+    std::cerr << "tilecraft: out of memory (host or device) while running the command\n";
+    return 4;
   } catch (const std::exception& e) {
     std::cerr << "tilecraft: internal error: " << e.what() << "\n";
     return 4;

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <numeric>
 
+#include <unistd.h>
+
 #include "tilecraft/error.h"
 #include "tilecraft/harness/op_adapter.h"
 #include "tilecraft/harness/random.h"
@@ -82,6 +84,19 @@ Routing make_routing(const WorkloadSpec& w, uint64_t seed) {
   return r;
 }
 
+// Refuses workloads whose inputs, outputs and golden cannot fit in this
+// machine's memory, before allocating anything.
+void check_host_memory(const WorkloadSpec& w, DType dt) {
+  const double T = double(sym(w, "T")), K = double(sym(w, "K")), H = double(sym(w, "H"));
+  const double need = T * K * H * double(dtype_size(dt)) + 3 * T * H * 8 + T * K * 16;
+  const double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  if (need > 0.8 * have)
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("{}: workload '{}' needs about {:.1f} GB of host memory for inputs, output and golden; "
+                            "this machine has {:.1f} GB",
+                            kOp, w.name, need / 1e9, have / 1e9));
+}
+
 reference::MoeReduceFusedRef ref_of(const CaseData& d, const TensorView& out) {
   auto opt = [&](const char* n) -> const float* {
     auto it = d.inputs.find(n);
@@ -133,6 +148,7 @@ class MoeReduceFusedAdapter final : public OpAdapter {
     const WorkloadSpec& w = *c.workload;
     const VariantSpec& v = *c.variant;
     const DType dt = *parse_dtype(w.dtype);
+    check_host_memory(w, dt);
     Routing r = make_routing(w, c.seed);
     const int64_t K = sym(w, "K"), H = sym(w, "H");
     CaseData d;
