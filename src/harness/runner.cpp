@@ -21,18 +21,34 @@ uint64_t case_seed(const Case& c, uint64_t base) { return mix64(base ^ hash_stri
 
 // Device copies of a case's inputs and a poisoned output.
 struct DeviceCase {
-  std::map<std::string, DeviceTensor> owned;
-  std::map<std::string, TensorView> in;
-  DeviceTensor out;
+  std::map<std::string, DeviceTensor> owned, owned_out;
+  Tensors in, out;
   DeviceCase(const CaseData& d, int device) {
     for (auto& [name, t] : d.inputs) {
       owned.emplace(name, DeviceTensor::from_host(t, device));
       in[name] = owned.at(name).view();
     }
-    out = DeviceTensor(d.out_dtype, d.out_shape, device);
-    out.fill_bytes(kPoison);
+    for (auto& o : d.outputs) {
+      owned_out.emplace(o.name, DeviceTensor(o.dtype, o.shape, device));
+      out[o.name] = owned_out.at(o.name).view();
+    }
+    poison();
+  }
+  void poison() {
+    for (auto& [n, t] : owned_out) t.fill_bytes(kPoison);
+  }
+  std::map<std::string, HostTensor> download() const {
+    std::map<std::string, HostTensor> h;
+    for (auto& [n, t] : owned_out) h.emplace(n, t.to_host());
+    return h;
   }
 };
+
+Tensors views_of(const std::map<std::string, HostTensor>& m) {
+  Tensors v;
+  for (auto& [n, t] : m) v[n] = t.view();
+  return v;
+}
 
 nlohmann::json base_record(const Case& c, DeviceType backend, const CaseData& d, const EnvInfo& env) {
   nlohmann::json r;
@@ -47,8 +63,10 @@ nlohmann::json base_record(const Case& c, DeviceType backend, const CaseData& d,
     shapes[n] = t.shape().vec();
     dtypes[n] = dtype_name(t.dtype());
   }
-  shapes["out"] = d.out_shape.vec();
-  dtypes["out"] = dtype_name(d.out_dtype);
+  for (auto& o : d.outputs) {
+    shapes[o.name] = o.shape.vec();
+    dtypes[o.name] = dtype_name(o.dtype);
+  }
   r["shapes"] = shapes;
   r["dtypes"] = dtypes;
   r["symbols"] = d.symbols;
@@ -66,10 +84,12 @@ std::string config_of(const Case& c, const RunOptions& o) {
 
 // Compares `got` with the golden, bitwise or allclose; fills the record.
 // Chunks run in parallel; each keeps its own first failure and maxima.
-bool compare(const OpSpec& op, const TensorView& want, const TensorView& got, nlohmann::json& r) {
+}  // namespace
+
+bool compare_tensor(const Tolerance& tol, const TensorView& want, const TensorView& got, nlohmann::json& r) {
   const int64_t n = want.numel();
   const size_t es = dtype_size(want.dtype);
-  const bool bitwise = op.tolerance.mode == "bitwise";
+  const bool bitwise = tol.mode == "bitwise";
   struct Part {
     int64_t failed = 0, first = -1, nonfinite = 0;
     double max_abs = 0, max_rel = 0;
@@ -85,7 +105,7 @@ bool compare(const OpSpec& op, const TensorView& want, const TensorView& got, nl
         if (!std::isfinite(g)) ++part.nonfinite;
         bool ok = bitwise ? std::memcmp(static_cast<const char*>(want.data) + size_t(i) * es,
                                         static_cast<const char*>(got.data) + size_t(i) * es, es) == 0
-                          : (std::fabs(g - w) <= op.tolerance.atol + op.tolerance.rtol * std::fabs(w) ||
+                          : (std::fabs(g - w) <= tol.atol + tol.rtol * std::fabs(w) ||
                              (std::isnan(g) && std::isnan(w)));
         double abs_err = std::fabs(g - w);
         if (std::isnan(abs_err)) abs_err = (std::isnan(g) && std::isnan(w)) ? 0 : INFINITY;
@@ -111,8 +131,8 @@ bool compare(const OpSpec& op, const TensorView& want, const TensorView& got, nl
                           {"got", load_as_double(got.data, got.dtype, size_t(total.first))},
                           {"want", load_as_double(want.data, want.dtype, size_t(total.first))}};
   r["compare_mode"] = bitwise ? "bitwise" : "allclose";
-  r["atol"] = op.tolerance.atol;
-  r["rtol"] = op.tolerance.rtol;
+  r["atol"] = tol.atol;
+  r["rtol"] = tol.rtol;
   r["max_abs_err"] = total.max_abs;
   r["max_rel_err"] = total.max_rel;
   r["num_elements"] = n;
@@ -121,6 +141,52 @@ bool compare(const OpSpec& op, const TensorView& want, const TensorView& got, nl
   r["nonfinite_outputs"] = total.nonfinite;
   return total.failed == 0;
 }
+
+bool OpAdapter::compare(const CaseData& d, const OpSpec& op, const Tensors& want, const Tensors& got,
+                        nlohmann::json& r) const {
+  bool ok = true;
+  if (d.outputs.size() == 1) return compare_tensor(op.tolerance, want.at(d.outputs[0].name), got.at(d.outputs[0].name), r);
+  // Several outputs: one sub-record each, and the headline fields summed / maxed.
+  int64_t n = 0, failed = 0, nonfinite = 0;
+  double max_abs = 0, max_rel = 0;
+  for (auto& o : d.outputs) {
+    nlohmann::json sub;
+    ok &= compare_tensor(op.tolerance, want.at(o.name), got.at(o.name), sub);
+    n += sub["num_elements"].get<int64_t>();
+    failed += sub["num_failed"].get<int64_t>();
+    nonfinite += sub["nonfinite_outputs"].get<int64_t>();
+    max_abs = std::max(max_abs, sub["max_abs_err"].get<double>());
+    max_rel = std::max(max_rel, sub["max_rel_err"].get<double>());
+    if (sub.contains("first_failure") && !r.contains("first_failure")) {
+      r["first_failure"] = sub["first_failure"];
+      r["first_failure"]["output"] = o.name;
+    }
+    r["outputs"][o.name] = sub;
+  }
+  r["compare_mode"] = op.tolerance.mode;
+  r["num_elements"] = n;
+  r["num_failed"] = failed;
+  r["nonfinite_outputs"] = nonfinite;
+  r["max_abs_err"] = max_abs;
+  r["max_rel_err"] = max_rel;
+  r["pass_rate"] = n ? double(n - failed) / double(n) : 1.0;
+  return ok;
+}
+
+namespace {
+// Host tensors for every output, poisoned, and views of them.
+struct HostOutputs {
+  std::map<std::string, HostTensor> owned;
+  Tensors views;
+  explicit HostOutputs(const CaseData& d) {
+    for (auto& o : d.outputs) {
+      HostTensor t(o.dtype, o.shape);
+      std::memset(t.data(), kPoison, t.nbytes());
+      owned.emplace(o.name, t);
+      views[o.name] = t.view();
+    }
+  }
+};
 
 }  // namespace
 
@@ -194,27 +260,25 @@ nlohmann::json run_correctness(const Case& c, DeviceType backend, const RunOptio
   r["checked_mode"] = o.checked;
   try {
     r["config"] = backend == DeviceType::kCUDA ? config_of(c, o) : "cpu";
-    HostTensor want(d.out_dtype, d.out_shape);
-    std::memset(want.data(), kPoison, want.nbytes());
-    a.golden(d, want.view());
-    HostTensor got;
+    HostOutputs want(d);
+    a.golden(d, want.views);
+    std::map<std::string, HostTensor> got;
     if (backend == DeviceType::kCUDA) {
-      int dev = 0;
-      DeviceCase dc(d, dev);
+      DeviceCase dc(d, 0);
       rt::Stream stream;
-      a.run(dc.in, dc.out.view(), backend, stream.get(), o);
+      a.run(dc.in, dc.out, backend, stream.get(), o);
       stream.sync();
-      got = dc.out.to_host();
+      got = dc.download();
     } else {
-      got = HostTensor(d.out_dtype, d.out_shape);
-      std::memset(got.data(), kPoison, got.nbytes());
-      std::map<std::string, TensorView> in;
+      HostOutputs h(d);
+      Tensors in;
       for (auto& [n, t] : d.inputs) in[n] = t.view();
-      a.run(in, got.view(), backend, nullptr, o);
+      a.run(in, h.views, backend, nullptr, o);
+      got = h.owned;
     }
-    bool ok = compare(*c.op, want.view(), got.view(), r);
+    bool ok = a.compare(d, *c.op, want.views, views_of(got), r);
     // Independent check of the output (and so of the golden) in float64.
-    F64Check f = a.check_f64(d, got.view());
+    F64Check f = a.check_f64(d, views_of(got));
     r["f64_max_abs_err"] = f.max_abs_err;
     r["f64_max_err_over_bound"] = f.max_excess;
     r["f64_num_failed"] = f.num_failed;
@@ -250,14 +314,14 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
   if (c.variant->bytes_valid) r["bytes_valid"] = c.variant->bytes_valid->eval(d.symbols);
   try {
     TimingStats t;
-    HostTensor want(d.out_dtype, d.out_shape);
-    a.golden(d, want.view());
-    HostTensor got;
+    HostOutputs want(d);
+    a.golden(d, want.views);
+    std::map<std::string, HostTensor> got;
     if (backend == DeviceType::kCUDA) {
       r["config"] = config_of(c, o);
       DeviceCase dc(d, 0);
       rt::Stream stream;
-      auto fn = [&](CUstream s) { a.run(dc.in, dc.out.view(), backend, s, o); };
+      auto fn = [&](CUstream s) { a.run(dc.in, dc.out, backend, s, o); };
       t = time_cuda(fn, stream.get(), ctx.timing, ctx.flusher);
       if (ctx.host_overhead) {
         // Host cost of a cached call: enqueue batches without syncing; the
@@ -266,19 +330,20 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
         if (ctx.bare_launch_host_us > 0) r["bare_launch_host_us"] = ctx.bare_launch_host_us;
       }
       // The timed output must still be right (catches races and stale buffers).
-      dc.out.fill_bytes(kPoison);
+      dc.poison();
       fn(stream.get());
       stream.sync();
-      got = dc.out.to_host();
+      got = dc.download();
     } else {
       r["config"] = "cpu";
-      got = HostTensor(d.out_dtype, d.out_shape);
-      std::map<std::string, TensorView> in;
+      HostOutputs h(d);
+      Tensors in;
       for (auto& [n, tt] : d.inputs) in[n] = tt.view();
-      t = time_cpu([&] { a.run(in, got.view(), backend, nullptr, o); }, ctx.timing);
+      t = time_cpu([&] { a.run(in, h.views, backend, nullptr, o); }, ctx.timing);
+      got = h.owned;
     }
     nlohmann::json cmp;
-    r["verified"] = compare(*c.op, want.view(), got.view(), cmp);
+    r["verified"] = a.compare(d, *c.op, want.views, views_of(got), cmp);
     r["timing"] = t.to_json_us();
     const double sec = t.median * 1e-3;
     r["gbps"] = sec > 0 ? bytes / sec / 1e9 : 0;

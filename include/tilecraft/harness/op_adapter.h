@@ -6,6 +6,8 @@
 #include <cuda.h>
 
 #include <map>
+
+#include <nlohmann/json.hpp>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,10 +27,17 @@ struct Case {
   std::string id() const;  // "op/variant/workload"
 };
 
+struct OutputDesc {
+  std::string name;  // manifest name
+  DType dtype;
+  Shape shape;
+};
+
+using Tensors = std::map<std::string, TensorView>;  // by manifest name
+
 struct CaseData {
   std::map<std::string, HostTensor> inputs;  // by manifest name; absent optionals are absent
-  DType out_dtype = DType::kF32;
-  Shape out_shape;
+  std::vector<OutputDesc> outputs;
   std::map<std::string, double> symbols;     // workload symbols + derived, as generated
 };
 
@@ -51,14 +60,24 @@ class OpAdapter {
   virtual ~OpAdapter() = default;
   virtual std::string name() const = 0;
   virtual CaseData generate(const Case& c) const = 0;
-  virtual void golden(const CaseData& d, const TensorView& out) const = 0;
+  virtual void golden(const CaseData& d, const Tensors& out) const = 0;
   // The op's public entry on either backend (tensors all on one device).
-  virtual void run(const std::map<std::string, TensorView>& in, const TensorView& out, DeviceType backend,
-                   CUstream stream, const RunOptions& o) const = 0;
-  virtual F64Check check_f64(const CaseData& d, const TensorView& out) const = 0;
+  virtual void run(const Tensors& in, const Tensors& out, DeviceType backend, CUstream stream,
+                   const RunOptions& o) const = 0;
+  virtual F64Check check_f64(const CaseData& d, const Tensors& out) const = 0;
+  // Compares backend outputs with the golden's and fills the record's
+  // comparison fields. The default compares every output under the op's
+  // tolerance; ops whose outputs admit several right answers (index outputs
+  // at near-ties) override it.
+  virtual bool compare(const CaseData& d, const OpSpec& op, const Tensors& want, const Tensors& got,
+                       nlohmann::json& record) const;
   // Kernels a case needs, derived from the workload alone (no data, no GPU).
   virtual std::vector<jit::KernelSpec> kernels(const Case& c, const RunOptions& o) const = 0;
 };
+
+// Compares one tensor with its golden (bitwise or allclose); fills `r` with
+// max errors, counts, first failure and non-finite count. True when all match.
+bool compare_tensor(const Tolerance& tol, const TensorView& want, const TensorView& got, nlohmann::json& r);
 
 // Registry of ops that have an adapter; throws naming the op if none.
 const OpAdapter& adapter_for(const std::string& op);

@@ -175,26 +175,27 @@ class MoeReduceFusedAdapter final : public OpAdapter {
       s.ptr<float>()[0] = (random_bits(c.seed, kSf, 1) & 1) ? -mag : mag;
       d.inputs["sf"] = s;
     }
-    d.out_dtype = out_dtype_of(v, dt);
-    d.out_shape = {r.T, H};
+    d.outputs = {{"out", out_dtype_of(v, dt), {r.T, H}}};
     d.symbols = {{"T", double(r.T)}, {"K", double(K)}, {"H", double(H)}, {"E", double(r.E)},
                  {"V", double(r.valid)}, {"elem_bytes", double(dtype_size(dt))},
                  {"experts", double(sym(w, "experts"))}, {"ep", double(sym(w, "ep"))}};
     return d;
   }
 
-  void golden(const CaseData& d, const TensorView& out) const override {
-    auto r = ref_of(d, out);
+  void golden(const CaseData& d, const Tensors& outs) const override {
+    auto r = ref_of(d, outs.at("out"));
     parallel_for(r.T, r.H * r.K, [&r](int64_t b, int64_t e) { reference::moe_reduce_fused_rows(r, b, e); });
   }
 
-  void run(const std::map<std::string, TensorView>& in, const TensorView& out, DeviceType backend, CUstream stream,
+  void run(const Tensors& in, const Tensors& outs, DeviceType backend, CUstream stream,
            const RunOptions& o) const override {
+    const TensorView& out = outs.at("out");
     if (backend == DeviceType::kCUDA) ops::moe_reduce_fused(args_of(in, out), stream, op_options(o));
     else ops::moe_reduce_fused_cpu(args_of(in, out), o.checked);
   }
 
-  F64Check check_f64(const CaseData& d, const TensorView& out) const override {
+  F64Check check_f64(const CaseData& d, const Tensors& outs) const override {
+    const TensorView& out = outs.at("out");
     auto r = ref_of(d, out);
     const size_t n = size_t(r.T * r.H);
     std::vector<double> ref(n), bound(n);
