@@ -168,3 +168,17 @@ TEST(GpuMoeReduceFused, CudaGraphCaptureAndReplay) {
   d.cuGraphExecDestroy(ge);
   d.cuGraphDestroy(g);
 }
+
+// moe_topk_gate against its golden on every smoke case (near-ties allowed).
+TEST(GpuMoeTopkGate, SmokeCases) {
+  TC_REQUIRE_GPU();
+  Manifest m = Manifest::load();
+  std::deque<WorkloadSpec> st;
+  Selection s;
+  s.op = "moe_topk_gate";
+  EnvInfo env = capture_env();
+  for (auto& c : select_cases(m, s, st)) {
+    auto r = run_correctness(c, DeviceType::kCUDA, {}, env);
+    EXPECT_EQ(r["status"].get<std::string>(), "pass") << r.dump();
+  }
+}

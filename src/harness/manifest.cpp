@@ -118,6 +118,8 @@ WorkloadSpec parse_workload(const YAML::Node& n, const Ctx& c, const OpSpec& op)
       ck.fail("unknown key '" + key + "' (known: " + known + ")");
     }
   }
+  // Ops whose main input has one dtype need no dtype per workload.
+  if (w.dtype.empty() && !op.inputs.empty() && op.inputs.front().dtypes.size() == 1) w.dtype = op.inputs.front().dtypes[0];
   return w;
 }
 

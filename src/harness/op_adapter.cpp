@@ -5,6 +5,7 @@
 namespace tilecraft::harness {
 
 std::unique_ptr<OpAdapter> make_moe_reduce_fused_adapter();
+std::unique_ptr<OpAdapter> make_moe_topk_gate_adapter();
 
 namespace {
 const std::map<std::string, std::unique_ptr<OpAdapter>>& registry() {
@@ -12,6 +13,7 @@ const std::map<std::string, std::unique_ptr<OpAdapter>>& registry() {
     std::map<std::string, std::unique_ptr<OpAdapter>> m;
     auto add = [&](std::unique_ptr<OpAdapter> a) { m.emplace(a->name(), std::move(a)); };
     add(make_moe_reduce_fused_adapter());
+    add(make_moe_topk_gate_adapter());
     return m;
   }();
   return r;

@@ -266,14 +266,14 @@ nlohmann::json run_correctness(const Case& c, DeviceType backend, const RunOptio
     if (backend == DeviceType::kCUDA) {
       DeviceCase dc(d, 0);
       rt::Stream stream;
-      a.run(dc.in, dc.out, backend, stream.get(), o);
+      a.run(d, dc.in, dc.out, backend, stream.get(), o);
       stream.sync();
       got = dc.download();
     } else {
       HostOutputs h(d);
       Tensors in;
       for (auto& [n, t] : d.inputs) in[n] = t.view();
-      a.run(in, h.views, backend, nullptr, o);
+      a.run(d, in, h.views, backend, nullptr, o);
       got = h.owned;
     }
     bool ok = a.compare(d, *c.op, want.views, views_of(got), r);
@@ -321,7 +321,7 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
       r["config"] = config_of(c, o);
       DeviceCase dc(d, 0);
       rt::Stream stream;
-      auto fn = [&](CUstream s) { a.run(dc.in, dc.out, backend, s, o); };
+      auto fn = [&](CUstream s) { a.run(d, dc.in, dc.out, backend, s, o); };
       t = time_cuda(fn, stream.get(), ctx.timing, ctx.flusher);
       if (ctx.host_overhead) {
         // Host cost of a cached call: enqueue batches without syncing; the
@@ -339,7 +339,7 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
       HostOutputs h(d);
       Tensors in;
       for (auto& [n, tt] : d.inputs) in[n] = tt.view();
-      t = time_cpu([&] { a.run(in, h.views, backend, nullptr, o); }, ctx.timing);
+      t = time_cpu([&] { a.run(d, in, h.views, backend, nullptr, o); }, ctx.timing);
       got = h.owned;
     }
     nlohmann::json cmp;

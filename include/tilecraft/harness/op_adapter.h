@@ -38,7 +38,7 @@ using Tensors = std::map<std::string, TensorView>;  // by manifest name
 struct CaseData {
   std::map<std::string, HostTensor> inputs;  // by manifest name; absent optionals are absent
   std::vector<OutputDesc> outputs;
-  std::map<std::string, double> symbols;     // workload symbols + derived, as generated
+  std::map<std::string, double> symbols;     // workload symbols + derived + op parameters, as generated
 };
 
 struct RunOptions {
@@ -61,8 +61,9 @@ class OpAdapter {
   virtual std::string name() const = 0;
   virtual CaseData generate(const Case& c) const = 0;
   virtual void golden(const CaseData& d, const Tensors& out) const = 0;
-  // The op's public entry on either backend (tensors all on one device).
-  virtual void run(const Tensors& in, const Tensors& out, DeviceType backend, CUstream stream,
+  // The op's public entry on either backend (tensors all on one device; `d`
+  // supplies the case's parameters, its tensors are the host copies).
+  virtual void run(const CaseData& d, const Tensors& in, const Tensors& out, DeviceType backend, CUstream stream,
                    const RunOptions& o) const = 0;
   virtual F64Check check_f64(const CaseData& d, const Tensors& out) const = 0;
   // Compares backend outputs with the golden's and fills the record's

@@ -187,7 +187,7 @@ class MoeReduceFusedAdapter final : public OpAdapter {
     parallel_for(r.T, r.H * r.K, [&r](int64_t b, int64_t e) { reference::moe_reduce_fused_rows(r, b, e); });
   }
 
-  void run(const Tensors& in, const Tensors& outs, DeviceType backend, CUstream stream,
+  void run(const CaseData&, const Tensors& in, const Tensors& outs, DeviceType backend, CUstream stream,
            const RunOptions& o) const override {
     const TensorView& out = outs.at("out");
     if (backend == DeviceType::kCUDA) ops::moe_reduce_fused(args_of(in, out), stream, op_options(o));

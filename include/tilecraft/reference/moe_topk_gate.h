@@ -1,0 +1,28 @@
+#pragma once
+// CPU golden for moe_topk_gate: the routing written the way a PyTorch model
+// writes it (softmax or sigmoid, grouped selection, top-k with ties to the
+// smaller index), one token at a time.
+#include <cstdint>
+
+namespace tilecraft::reference {
+
+struct MoeTopkGateRef {
+  const float* logits;  // [T, E]
+  const float* bias;    // [E] or null
+  int32_t* ids;         // [T, K]
+  float* weights;       // [T, K]
+  int64_t T, E, K;
+  bool sigmoid_grouped;  // false: softmax_topk
+  bool renormalize;
+  int n_group, topk_group;
+  float scale;
+};
+
+// The score each expert is selected by for token t (softmax probability, or
+// sigmoid + bias with experts of dropped groups at -inf), and the weight it
+// would carry (probability or sigmoid). Both arrays have E entries.
+void moe_topk_gate_scores(const MoeTopkGateRef& r, int64_t t, float* select, float* weight);
+
+void moe_topk_gate_rows(const MoeTopkGateRef& r, int64_t t_begin, int64_t t_end);
+
+}  // namespace tilecraft::reference

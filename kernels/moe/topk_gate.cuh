@@ -1,0 +1,133 @@
+#pragma once
+// moe_topk_gate: router logits -> top-k expert ids and routing weights.
+//   MODE 0 softmax_topk:  p = softmax(l); top-k of p; weights p (renormalised
+//                         to sum 1 if asked).
+//   MODE 1 sigmoid_grouped_topk: s = sigmoid(l), choice = s + bias; groups of
+//                         E/n_group experts scored by the sum of their top-2
+//                         choices; the best topk_group groups kept; top-k of
+//                         choice among them; weights s, renormalised if asked,
+//                         times scale.
+// Ties go to the smaller expert (and group) index.
+//
+// One warp per token: lane l holds experts l, l+32, ... (EPL per lane), so the
+// logits row is read with coalesced loads and every selection is a warp
+// arg-max with the weight carried along (no runtime-indexed register arrays).
+#include "moe/topk_gate_params.cuh"
+#include "tile/target.cuh"
+#include "tile/warp.cuh"
+
+namespace tc::moe {
+
+constexpr int kGateWarpsPerBlock = 4;
+constexpr int kMaxGroups = Target::kWarpSize;  // one group score per lane
+
+template <int MODE, int EPL, int K>
+__global__ void __launch_bounds__(kGateWarpsPerBlock * Target::kWarpSize)
+    topk_gate_kernel(const TopkGateParams p) {
+  constexpr int W = Target::kWarpSize;
+  const int lane = threadIdx.x % W;
+  const long long t = 1ll * blockIdx.x * kGateWarpsPerBlock + threadIdx.x / W;
+  if (t >= p.num_tokens) return;
+  const float* row = p.logits + t * p.num_experts;
+  const float kNegInf = -__int_as_float(0x7f800000);
+
+  float choice[EPL], weight[EPL];
+#pragma unroll
+  for (int j = 0; j < EPL; ++j) {
+    const int e = lane + j * W;
+    choice[j] = e < p.num_experts ? __ldg(row + e) : kNegInf;
+  }
+
+  if constexpr (MODE == 0) {
+    float m = kNegInf;
+#pragma unroll
+    for (int j = 0; j < EPL; ++j) m = fmaxf(m, choice[j]);
+    m = warp_max(m);
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < EPL; ++j) {
+      weight[j] = lane + j * W < p.num_experts ? expf(choice[j] - m) : 0.f;
+      sum += weight[j];
+    }
+    sum = warp_sum(sum);
+#pragma unroll
+    for (int j = 0; j < EPL; ++j) {
+      weight[j] = weight[j] / sum;
+      choice[j] = lane + j * W < p.num_experts ? weight[j] : kNegInf;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < EPL; ++j) {
+      const int e = lane + j * W;
+      const float s = 1.0f / (1.0f + expf(-choice[j]));
+      weight[j] = s;
+      choice[j] = e < p.num_experts ? s + (p.bias ? __ldg(p.bias + e) : 0.f) : kNegInf;
+    }
+    if (p.n_group > 1) {
+      // Lane g keeps group g's score (n_group <= warp size): no local arrays.
+      const int gsize = p.num_experts / p.n_group;
+      float my_gscore = kNegInf;
+#pragma unroll 1
+      for (int g = 0; g < p.n_group; ++g) {
+        // Top-2 choice scores of group g.
+        ArgMax best{kNegInf, 0x7fffffff, 0.f};
+#pragma unroll
+        for (int j = 0; j < EPL; ++j) {
+          const int e = lane + j * W;
+          if (e < p.num_experts && e / gsize == g && (choice[j] > best.value || (choice[j] == best.value && e < best.index)))
+            best = ArgMax{choice[j], e, 0.f};
+        }
+        const ArgMax first = warp_argmax(best);
+        ArgMax second{kNegInf, 0x7fffffff, 0.f};
+#pragma unroll
+        for (int j = 0; j < EPL; ++j) {
+          const int e = lane + j * W;
+          if (e < p.num_experts && e / gsize == g && e != first.index &&
+              (choice[j] > second.value || (choice[j] == second.value && e < second.index)))
+            second = ArgMax{choice[j], e, 0.f};
+        }
+        const ArgMax sec = warp_argmax(second);
+        if (lane == g) my_gscore = gsize >= 2 ? first.value + sec.value : first.value;
+      }
+      // Keep the topk_group best groups, ties to the smaller group index.
+      unsigned keep = 0;
+#pragma unroll 1
+      for (int r = 0; r < p.topk_group; ++r) {
+        const bool open = lane < p.n_group && !(keep >> lane & 1u);
+        const ArgMax g = warp_argmax(ArgMax{open ? my_gscore : kNegInf, open ? lane : 0x7fffffff, 0.f});
+        keep |= 1u << g.index;
+      }
+#pragma unroll
+      for (int j = 0; j < EPL; ++j) {
+        const int e = lane + j * W;
+        if (e < p.num_experts && !(keep >> (e / gsize) & 1u)) choice[j] = kNegInf;
+      }
+    }
+  }
+
+  // Selection k lands in lane k's registers: no per-thread arrays (K <= warp size).
+  int my_id = 0;
+  float my_w = 0.f, denom = 0.f;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    ArgMax best{kNegInf, 0x7fffffff, 0.f};
+#pragma unroll
+    for (int j = 0; j < EPL; ++j) {
+      const int e = lane + j * W;
+      if (e < p.num_experts && (choice[j] > best.value || (choice[j] == best.value && e < best.index)))
+        best = ArgMax{choice[j], e, weight[j]};
+    }
+    const ArgMax win = warp_argmax(best);
+    if (lane == k) my_id = win.index, my_w = win.payload;
+    denom += win.payload;  // in selection order, the same in every lane
+#pragma unroll
+    for (int j = 0; j < EPL; ++j)
+      if (lane + j * W == win.index) choice[j] = kNegInf;
+  }
+  if (lane < K) {
+    p.ids[t * K + lane] = my_id;
+    p.weights[t * K + lane] = (p.renormalize ? my_w / denom : my_w) * p.scale;
+  }
+}
+
+}  // namespace tc::moe

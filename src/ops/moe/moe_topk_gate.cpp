@@ -1,0 +1,133 @@
+#include "tilecraft/ops/moe_topk_gate.h"
+
+#include <cmath>
+#include <mutex>
+#include <unordered_map>
+
+#include "moe/topk_gate_params.cuh"
+#include "tilecraft/error.h"
+#include "tilecraft/jit/jit.h"
+#include "tilecraft/parallel.h"
+#include "tilecraft/reference/moe_topk_gate.h"
+#include "tilecraft/runtime/driver.h"
+
+namespace tilecraft::ops {
+namespace {
+constexpr const char* kOp = "moe_topk_gate";
+constexpr int kMaxExperts = 1024;  // 32 per lane in registers
+constexpr int kMaxTopK = 32;
+constexpr int kMaxGroups = 32;     // the kernel's group mask is 32 bits
+constexpr int kWarpsPerBlock = 4;  // tc::moe::kGateWarpsPerBlock
+
+void check_f32(const TensorView& t, const char* arg, int rank, DeviceType backend) {
+  if (t.dtype != DType::kF32 && std::string(arg) != "ids")
+    throw_arg_error(ErrorKind::kType, kOp, arg, "dtype fp32", t.describe());
+  TC_CHECK_ARG(t.ndim() == rank, kOp, arg, fmt::format("a {}-D tensor", rank), t.describe());
+  TC_CHECK_ARG(t.is_contiguous(), kOp, arg, "a contiguous tensor", t.describe() + " with strides " + t.strides.str());
+  TC_CHECK_ARG(t.device.type == backend, kOp, arg,
+               backend == DeviceType::kCUDA ? "a CUDA tensor" : "a CPU tensor", t.describe());
+  TC_CHECK_ARG(t.data != nullptr || t.numel() == 0, kOp, arg, "a tensor with storage", "a null data pointer");
+  TC_CHECK_ARG(reinterpret_cast<uintptr_t>(t.data) % 4 == 0, kOp, arg, "4-byte aligned data",
+               fmt::format("address {}", t.data));
+}
+
+reference::MoeTopkGateRef ref_of(const MoeTopkGateArgs& a, const MoeTopkGateParams& p) {
+  return {a.logits.ptr<float>(), a.bias ? a.bias->ptr<float>() : nullptr, a.ids.ptr<int32_t>(),
+          a.weights.ptr<float>(), a.logits.shape[0], a.logits.shape[1], a.ids.shape[1],
+          p.mode == GateMode::kSigmoidGroupedTopk, p.renormalize, p.n_group, p.topk_group, p.scale};
+}
+}  // namespace
+
+const char* gate_mode_name(GateMode m) {
+  return m == GateMode::kSoftmaxTopk ? "softmax_topk" : "sigmoid_grouped_topk";
+}
+
+std::optional<GateMode> parse_gate_mode(const std::string& s) {
+  if (s == "softmax_topk") return GateMode::kSoftmaxTopk;
+  if (s == "sigmoid_grouped_topk") return GateMode::kSigmoidGroupedTopk;
+  return std::nullopt;
+}
+
+void validate_moe_topk_gate(const MoeTopkGateArgs& a, const MoeTopkGateParams& p, DeviceType backend) {
+  check_f32(a.logits, "logits", 2, backend);
+  if (a.ids.dtype != DType::kI32) throw_arg_error(ErrorKind::kType, kOp, "ids", "dtype int32", a.ids.describe());
+  check_f32(a.ids, "ids", 2, backend);
+  check_f32(a.weights, "weights", 2, backend);
+  const int64_t T = a.logits.shape[0], E = a.logits.shape[1], K = a.ids.shape[1];
+  TC_CHECK_ARG(E >= 1 && E <= kMaxExperts, kOp, "logits", fmt::format("1..{} experts (columns)", kMaxExperts),
+               a.logits.describe());
+  TC_CHECK_ARG(a.ids.shape[0] == T && K >= 1 && K <= std::min<int64_t>(E, kMaxTopK), kOp, "ids",
+               fmt::format("shape [{}, K] with 1 <= K <= {}", T, std::min<int64_t>(E, kMaxTopK)), a.ids.describe());
+  TC_CHECK_ARG(a.weights.shape == a.ids.shape, kOp, "weights", "the shape of ids " + a.ids.shape.str(),
+               a.weights.describe());
+  if (p.mode == GateMode::kSoftmaxTopk) {
+    TC_CHECK_ARG(!a.bias, kOp, "bias", "no correction bias in softmax_topk mode", "a bias tensor");
+    TC_CHECK_ARG(p.n_group == 1 && p.topk_group == 1, kOp, "n_group",
+                 "n_group = topk_group = 1 in softmax_topk mode",
+                 fmt::format("n_group {}, topk_group {}", p.n_group, p.topk_group));
+    return;
+  }
+  if (a.bias) {
+    check_f32(*a.bias, "bias", 1, backend);
+    TC_CHECK_ARG(a.bias->shape[0] == E, kOp, "bias", fmt::format("shape [{}] (one per expert)", E), a.bias->describe());
+  }
+  TC_CHECK_ARG(p.n_group >= 1 && p.n_group <= kMaxGroups, kOp, "n_group", fmt::format("1..{}", kMaxGroups),
+               std::to_string(p.n_group));
+  TC_CHECK_ARG(E % p.n_group == 0, kOp, "n_group", fmt::format("a divisor of the expert count {}", E),
+               std::to_string(p.n_group));
+  TC_CHECK_ARG(p.topk_group >= 1 && p.topk_group <= p.n_group, kOp, "topk_group",
+               fmt::format("1..n_group ({})", p.n_group), std::to_string(p.topk_group));
+  const int64_t eligible = int64_t(p.topk_group) * (E / p.n_group);
+  TC_CHECK_ARG(K <= eligible, kOp, "ids", fmt::format("K <= topk_group * E / n_group = {}", eligible),
+               fmt::format("K = {}", K));
+  TC_CHECK_ARG(std::isfinite(p.scale), kOp, "scale", "a finite routed scaling factor", std::to_string(p.scale));
+}
+
+jit::KernelSpec moe_topk_gate_kernel_spec(const MoeTopkGateArgs& a, const MoeTopkGateParams& p) {
+  const int64_t E = a.logits.shape[1], K = a.ids.shape[1];
+  const int epl = int((E + 31) / 32);
+  const int mode = p.mode == GateMode::kSoftmaxTopk ? 0 : 1;
+  return {"moe/topk_gate.cuh",
+          "tc::moe::topk_gate_kernel",
+          {std::to_string(mode), std::to_string(epl), std::to_string(K)},
+          fmt::format("{} E={} K={} epl={}", gate_mode_name(p.mode), E, K, epl)};
+}
+
+void moe_topk_gate(const MoeTopkGateArgs& a, const MoeTopkGateParams& p, CUstream stream,
+                   const jit::CompileOptions& compile) {
+  validate_moe_topk_gate(a, p, DeviceType::kCUDA);
+  const int64_t T = a.logits.shape[0];
+  if (T == 0) return;
+  const int dev = a.logits.device.index;
+  static std::mutex mu;
+  static std::unordered_map<uint64_t, std::vector<std::pair<jit::CompileOptions, const jit::Launchable*>>> cache;
+  const uint64_t code = uint64_t(a.logits.shape[1]) | uint64_t(a.ids.shape[1]) << 16 |
+                        uint64_t(p.mode == GateMode::kSigmoidGroupedTopk) << 24 | uint64_t(dev) << 32;
+  const jit::Launchable* k = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& [opts, l] : cache[code])
+      if (opts == compile) k = l;
+  }
+  if (!k) {
+    k = &jit::get_kernel(moe_topk_gate_kernel_spec(a, p), compile, dev);
+    std::lock_guard<std::mutex> lock(mu);
+    cache[code].emplace_back(compile, k);
+  }
+  tc::moe::TopkGateParams kp{a.logits.ptr<float>(), a.bias ? a.bias->ptr<float>() : nullptr, a.ids.ptr<int>(),
+                             a.weights.ptr<float>(), (long long)T, int(a.logits.shape[1]), p.n_group,
+                             p.topk_group, p.renormalize ? 1 : 0,
+                             p.mode == GateMode::kSigmoidGroupedTopk ? p.scale : 1.0f};
+  const unsigned grid = unsigned((T + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  TC_CHECK_ARG((T + kWarpsPerBlock - 1) / kWarpsPerBlock <= 0x7fffffff, kOp, "logits", "fewer than 2^33 tokens",
+               a.logits.describe());
+  jit::launch(*k, grid, 1, kWarpsPerBlock * 32, 0, stream, &kp);
+}
+
+void moe_topk_gate_cpu(const MoeTopkGateArgs& a, const MoeTopkGateParams& p) {
+  validate_moe_topk_gate(a, p, DeviceType::kCPU);
+  auto r = ref_of(a, p);
+  parallel_for(r.T, r.E * 8, [&r](int64_t b, int64_t e) { reference::moe_topk_gate_rows(r, b, e); });
+}
+
+}  // namespace tilecraft::ops

@@ -1,0 +1,68 @@
+#include "tilecraft/reference/moe_topk_gate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+namespace tilecraft::reference {
+namespace {
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Indices of the k largest values, ties to the smaller index, best first.
+std::vector<int> topk(const std::vector<float>& v, int64_t k) {
+  std::vector<int> idx(v.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return v[size_t(a)] > v[size_t(b)]; });
+  idx.resize(size_t(k));
+  return idx;
+}
+}  // namespace
+
+void moe_topk_gate_scores(const MoeTopkGateRef& r, int64_t t, float* select, float* weight) {
+  const float* row = r.logits + t * r.E;
+  if (!r.sigmoid_grouped) {
+    float m = kNegInf;
+    for (int64_t e = 0; e < r.E; ++e) m = std::max(m, row[e]);
+    float sum = 0.f;
+    for (int64_t e = 0; e < r.E; ++e) sum += std::exp(row[e] - m);
+    for (int64_t e = 0; e < r.E; ++e) select[e] = weight[e] = std::exp(row[e] - m) / sum;
+    return;
+  }
+  for (int64_t e = 0; e < r.E; ++e) {
+    weight[e] = 1.0f / (1.0f + std::exp(-row[e]));
+    select[e] = weight[e] + (r.bias ? r.bias[e] : 0.f);
+  }
+  if (r.n_group <= 1) return;
+  const int64_t gsize = r.E / r.n_group;
+  std::vector<float> gscore(size_t(r.n_group));
+  for (int g = 0; g < r.n_group; ++g) {
+    std::vector<float> members(select + g * gsize, select + (g + 1) * gsize);
+    auto best = topk(members, std::min<int64_t>(2, gsize));
+    float s = 0.f;
+    for (int i : best) s += members[size_t(i)];
+    gscore[size_t(g)] = s;
+  }
+  auto keep = topk(gscore, r.topk_group);
+  for (int64_t e = 0; e < r.E; ++e)
+    if (std::find(keep.begin(), keep.end(), int(e / gsize)) == keep.end()) select[e] = kNegInf;
+}
+
+void moe_topk_gate_rows(const MoeTopkGateRef& r, int64_t t_begin, int64_t t_end) {
+  std::vector<float> select(size_t(r.E)), weight(size_t(r.E));
+  for (int64_t t = t_begin; t < t_end; ++t) {
+    moe_topk_gate_scores(r, t, select.data(), weight.data());
+    auto ids = topk(select, r.K);
+    float denom = 0.f;
+    for (int i : ids) denom += weight[size_t(i)];
+    const float scale = r.sigmoid_grouped ? r.scale : 1.0f;
+    for (int64_t k = 0; k < r.K; ++k) {
+      float w = weight[size_t(ids[size_t(k)])];
+      r.ids[t * r.K + k] = ids[size_t(k)];
+      r.weights[t * r.K + k] = (r.renormalize ? w / denom : w) * scale;
+    }
+  }
+}
+
+}  // namespace tilecraft::reference
