@@ -66,6 +66,9 @@ __global__ void __launch_bounds__(kGateWarpsPerBlock * Target::kWarpSize)
     if (p.n_group > 1) {
       // Lane g keeps group g's score (n_group <= warp size): no local arrays.
       const int gsize = p.num_experts / p.n_group;
+      int grp[EPL];  // group of each held expert, computed once (n_group + 1 for padding)
+#pragma unroll
+      for (int j = 0; j < EPL; ++j) grp[j] = lane + j * W < p.num_experts ? (lane + j * W) / gsize : p.n_group;
       float my_gscore = kNegInf;
 #pragma unroll 1
       for (int g = 0; g < p.n_group; ++g) {
@@ -74,7 +77,7 @@ __global__ void __launch_bounds__(kGateWarpsPerBlock * Target::kWarpSize)
 #pragma unroll
         for (int j = 0; j < EPL; ++j) {
           const int e = lane + j * W;
-          if (e < p.num_experts && e / gsize == g && (choice[j] > best.value || (choice[j] == best.value && e < best.index)))
+          if (grp[j] == g && (choice[j] > best.value || (choice[j] == best.value && e < best.index)))
             best = ArgMax{choice[j], e, 0.f};
         }
         const ArgMax first = warp_argmax(best);
@@ -82,7 +85,7 @@ __global__ void __launch_bounds__(kGateWarpsPerBlock * Target::kWarpSize)
 #pragma unroll
         for (int j = 0; j < EPL; ++j) {
           const int e = lane + j * W;
-          if (e < p.num_experts && e / gsize == g && e != first.index &&
+          if (grp[j] == g && e != first.index &&
               (choice[j] > second.value || (choice[j] == second.value && e < second.index)))
             second = ArgMax{choice[j], e, 0.f};
         }
@@ -100,7 +103,7 @@ __global__ void __launch_bounds__(kGateWarpsPerBlock * Target::kWarpSize)
 #pragma unroll
       for (int j = 0; j < EPL; ++j) {
         const int e = lane + j * W;
-        if (e < p.num_experts && !(keep >> (e / gsize) & 1u)) choice[j] = kNegInf;
+        if (e < p.num_experts && !(keep >> grp[j] & 1u)) choice[j] = kNegInf;
       }
     }
   }
