@@ -66,28 +66,26 @@ TEST(JitKey, EveryIngredientChangesTheKey) {
   EXPECT_NE(base, cache_key(other, {}, "sm_90a"));                                     // kernel name
 }
 
-TEST(JitKey, ChangedIncludedHeaderChangesTheKey) {
-  const std::string base = cache_key(fill_spec(), {}, "sm_90a");
-  // A copy of the kernel tree with one header the kernel includes edited.
-  std::string dir = test::temp_dir("kernels_copy");
+// A copy of the kernel tree with `edited` changed (a comment appended).
+std::string kernel_tree_with_edit(const std::string& name, const std::string& edited) {
+  std::string dir = test::temp_dir(name);
   for (const auto& s : embedded_sources()) {
     fs::path p = fs::path(dir) / s.path;
     fs::create_directories(p.parent_path());
-    std::ofstream(p) << s.text << (std::string(s.path) == "tile/types.cuh" ? "\n// edited\n" : "");
+    std::ofstream(p) << s.text << (s.path == edited ? "\n// edited\n" : "");
   }
-  set_kernel_dir(dir);
+  return dir;
+}
+
+TEST(JitKey, ChangedIncludedHeaderChangesTheKey) {
+  const std::string base = cache_key(fill_spec(), {}, "sm_90a");
+  set_kernel_dir(kernel_tree_with_edit("kernels_copy", "tile/types.cuh"));  // included by the kernel
   const std::string edited = cache_key(fill_spec(), {}, "sm_90a");
-  // A header the kernel does not include leaves the key alone.
   set_kernel_dir("");
   EXPECT_EQ(base, cache_key(fill_spec(), {}, "sm_90a"));
   EXPECT_NE(base, edited);
-  std::string dir2 = test::temp_dir("kernels_copy2");
-  for (const auto& s : embedded_sources()) {
-    fs::path p = fs::path(dir2) / s.path;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p) << s.text << (std::string(s.path) == "moe/reduce_fused.cuh" ? "\n// edited\n" : "");
-  }
-  set_kernel_dir(dir2);
+  // A header the kernel does not include leaves the key alone.
+  set_kernel_dir(kernel_tree_with_edit("kernels_copy2", "moe/reduce_fused.cuh"));
   EXPECT_EQ(base, cache_key(fill_spec(), {}, "sm_90a"));
   set_kernel_dir("");
 }

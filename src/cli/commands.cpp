@@ -287,27 +287,33 @@ int cmd_compile(const Options& o) {
   return 0;
 }
 
-int cmd_test(const Options& o) {
-  DeviceType backend = resolve_backend(o);
-  auto sel = select(o, o.selection());
+namespace {
+// What test and bench share: backend, cases, console, environment, and a note
+// when the CPU backend stands in for a missing GPU.
+struct Session {
+  DeviceType backend;
+  std::unique_ptr<Selected> sel;
   Console con;
-  auto env = harness::capture_env();
-  if (backend == DeviceType::kCPU && o.backend.empty())
-    con.line("note: no CUDA device (" + env.no_gpu_reason + "); testing the CPU backend");
+  harness::EnvInfo env;
+  Session(const Options& o, const char* doing)
+      : backend(resolve_backend(o)), sel(select(o, o.selection())), env(harness::capture_env()) {
+    if (backend == DeviceType::kCPU && o.backend.empty())
+      con.line(fmt::format("note: no CUDA device ({}); {} the CPU backend", env.no_gpu_reason, doing));
+  }
+};
+}  // namespace
+
+int cmd_test(const Options& o) {
+  Session s(o, "testing");
   int failed = 0;
-  test_cases(sel->cases, backend, o, env, con, failed);
+  test_cases(s.sel->cases, s.backend, o, s.env, s.con, failed);
   return failed ? 1 : 0;
 }
 
 int cmd_bench(const Options& o) {
-  DeviceType backend = resolve_backend(o);
-  auto sel = select(o, o.selection());
-  Console con;
-  auto env = harness::capture_env();
-  if (backend == DeviceType::kCPU && o.backend.empty())
-    con.line("note: no CUDA device (" + env.no_gpu_reason + "); timing the CPU backend");
+  Session s(o, "timing");
   std::optional<harness::Ceilings> ceilings;
-  auto recs = bench_cases(sel->cases, backend, o, env, o.timing(), con, ceilings);
+  auto recs = bench_cases(s.sel->cases, s.backend, o, s.env, o.timing(), s.con, ceilings);
   for (auto& r : recs)
     if (r["status"] != "ok") return 1;
   return 0;
