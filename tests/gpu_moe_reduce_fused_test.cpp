@@ -182,3 +182,17 @@ TEST(GpuMoeTopkGate, SmokeCases) {
     EXPECT_EQ(r["status"].get<std::string>(), "pass") << r.dump();
   }
 }
+
+// moe_fused_mapping: bitwise equal to the golden on every smoke case.
+TEST(GpuMoeFusedMapping, SmokeCasesBitwise) {
+  TC_REQUIRE_GPU();
+  Manifest m = Manifest::load();
+  std::deque<WorkloadSpec> st;
+  Selection s;
+  s.op = "moe_fused_mapping";
+  EnvInfo env = capture_env();
+  for (auto& c : select_cases(m, s, st)) {
+    auto r = run_correctness(c, DeviceType::kCUDA, {}, env);
+    EXPECT_EQ(r["status"].get<std::string>(), "pass") << r.dump();
+  }
+}

@@ -6,6 +6,7 @@ namespace tilecraft::harness {
 
 std::unique_ptr<OpAdapter> make_moe_reduce_fused_adapter();
 std::unique_ptr<OpAdapter> make_moe_topk_gate_adapter();
+std::unique_ptr<OpAdapter> make_moe_fused_mapping_adapter();
 
 namespace {
 const std::map<std::string, std::unique_ptr<OpAdapter>>& registry() {
@@ -14,6 +15,7 @@ const std::map<std::string, std::unique_ptr<OpAdapter>>& registry() {
     auto add = [&](std::unique_ptr<OpAdapter> a) { m.emplace(a->name(), std::move(a)); };
     add(make_moe_reduce_fused_adapter());
     add(make_moe_topk_gate_adapter());
+    add(make_moe_fused_mapping_adapter());
     return m;
   }();
   return r;

@@ -1,0 +1,39 @@
+#pragma once
+// moe_fused_mapping: top-k expert ids -> the expert-major layout the grouped
+// GEMMs and the combine need, built on the device without a host sync.
+// Spec: shared ops/fused_moe.md, step 2.
+#include <cuda.h>
+
+#include "tilecraft/jit/kernel_spec.h"
+#include "tilecraft/jit/options.h"
+#include "tilecraft/tensor.h"
+
+namespace tilecraft::ops {
+
+struct MoeFusedMappingArgs {
+  TensorView ids;                // [T, K] int32; values outside [0, E) are dropped slots
+  TensorView tokens_per_expert;  // [E] int32 (out)
+  TensorView expert_offsets;     // [E + 1] int32 (out): expert e owns rows [off[e], off[e+1])
+  TensorView token_topk_to_pos;  // [T, K] int32 (out): row of each slot, -1 if dropped
+  TensorView pos_to_token;       // [rows] int32 (out): token of each row, -1 for padding
+  TensorView tile_expert;        // [rows / block_m] int32 (out): expert of each tile, -1 past the end
+  TensorView num_tiles;          // [1] int32 (out)
+};
+
+struct MoeFusedMappingParams {
+  int num_experts = 0;
+  int block_m = 1;  // each expert's rows padded to a multiple (the grouped GEMM's tile M)
+};
+
+// Rows the layout can need: T*K + E*(block_m - 1), rounded up to block_m.
+int64_t moe_fused_mapping_rows(int64_t T, int64_t K, int64_t E, int64_t block_m);
+
+void validate_moe_fused_mapping(const MoeFusedMappingArgs& a, const MoeFusedMappingParams& p, DeviceType backend);
+jit::KernelSpec moe_fused_mapping_kernel_spec();
+
+// CUDA: one block, enqueued on `stream`; no host sync; graph-capturable.
+void moe_fused_mapping(const MoeFusedMappingArgs& a, const MoeFusedMappingParams& p, CUstream stream,
+                       const jit::CompileOptions& compile = {});
+void moe_fused_mapping_cpu(const MoeFusedMappingArgs& a, const MoeFusedMappingParams& p);
+
+}  // namespace tilecraft::ops

@@ -1,0 +1,112 @@
+#pragma once
+// moe_fused_mapping: expert ids -> expert-major layout, on the device, in one
+// block, deterministic and stable (rows of an expert ordered by token, then
+// slot), with no host synchronisation.
+//
+// The T*K slots are split into one contiguous segment per warp.
+//   A. each warp counts its segment's experts into its own shared row;
+//   B. per expert, exclusive prefix over warps, totals, padded offsets;
+//   C. each warp walks its segment again 32 slots at a time: a slot's row is
+//      its expert's offset + the slots of that expert in earlier warps + in
+//      earlier batches + earlier lanes of this batch (__match_any_sync).
+#include "moe/fused_mapping_params.cuh"
+#include "tile/target.cuh"
+
+namespace tc::moe {
+
+constexpr int kMappingThreads = 1024;
+
+__global__ void __launch_bounds__(kMappingThreads, 1) fused_mapping_kernel(const FusedMappingParams p) {
+  constexpr int W = Target::kWarpSize;
+  constexpr int kWarps = kMappingThreads / W;
+  extern __shared__ int smem[];
+  const int E = p.num_experts;
+  int* cnt = smem;                 // [kWarps][E]
+  int* offs = smem + kWarps * E;   // [E + 1]
+  const int tid = threadIdx.x, warp = tid / W, lane = tid % W;
+  const long long n = p.num_slots;
+  const long long seg = (n + kWarps - 1) / kWarps;
+  const long long begin = warp * seg, end = begin + seg < n ? begin + seg : n;
+
+  for (int i = tid; i < kWarps * E; i += kMappingThreads) cnt[i] = 0;
+  for (int i = tid; i < p.rows; i += kMappingThreads) p.pos_to_token[i] = -1;
+  __syncthreads();
+
+  // A. counts per warp segment.
+  for (long long i = begin + lane; i < end; i += W) {
+    const int e = p.ids[i];
+    if (e >= 0 && e < E) atomicAdd(&cnt[warp * E + e], 1);
+  }
+  __syncthreads();
+
+  // B. per-expert prefix over warps; totals.
+  for (int e = tid; e < E; e += kMappingThreads) {
+    int run = 0;
+    for (int w = 0; w < kWarps; ++w) {
+      const int c = cnt[w * E + e];
+      cnt[w * E + e] = run;
+      run += c;
+    }
+    p.tokens_per_expert[e] = run;
+    offs[e + 1] = (run + p.block_m - 1) / p.block_m * p.block_m;
+  }
+  __syncthreads();
+  if (warp == 0) {  // inclusive scan of the padded sizes, 32 experts at a time
+    int carry = 0;
+    for (int base = 0; base < E; base += W) {
+      const int e = base + lane;
+      int v = e < E ? offs[e + 1] : 0;
+#pragma unroll
+      for (int o = 1; o < W; o <<= 1) {
+        const int u = __shfl_up_sync(0xffffffffu, v, o);
+        if (lane >= o) v += u;
+      }
+      if (e < E) offs[e + 1] = carry + v;
+      carry += __shfl_sync(0xffffffffu, v, W - 1);
+    }
+    if (lane == 0) offs[0] = 0;
+  }
+  __syncthreads();
+  for (int e = tid; e <= E; e += kMappingThreads) p.expert_offsets[e] = offs[e];
+  if (tid == 0) *p.num_tiles = offs[E] / p.block_m;
+  for (int i = tid; i < kWarps * E; i += kMappingThreads) cnt[i] += offs[i % E];
+  __syncthreads();
+
+  // C. rows, in slot order within each warp's segment.
+  for (long long start = begin; start < end; start += W) {
+    const long long i = start + lane;
+    const int e = i < end ? p.ids[i] : -1;
+    const bool valid = i < end && e >= 0 && e < E;
+    const unsigned peers = __match_any_sync(0xffffffffu, valid ? e : -1);
+    const int rank = __popc(peers & ((1u << lane) - 1));
+    if (valid) {
+      const int row = cnt[warp * E + e] + rank;
+      p.token_topk_to_pos[i] = row;
+      p.pos_to_token[row] = int(i / p.top_k);
+    } else if (i < end) {
+      p.token_topk_to_pos[i] = -1;
+    }
+    __syncwarp();
+    if (valid && rank == 0) cnt[warp * E + e] += __popc(peers);
+    __syncwarp();
+  }
+
+  // Tile schedule: the expert owning each block_m-row tile.
+  const int tiles = p.rows / p.block_m;
+  for (int tile = tid; tile < tiles; tile += kMappingThreads) {
+    const int row = tile * p.block_m;
+    int owner = -1;
+    if (row < offs[E]) {
+      int lo = 0, hi = E - 1;  // last e with offs[e] <= row
+      while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (offs[mid] <= row) lo = mid;
+        else hi = mid - 1;
+      }
+      owner = lo;
+    }
+    p.tile_expert[tile] = owner;
+  }
+}
+
+}  // namespace tc::moe
