@@ -71,15 +71,7 @@ struct Problem {
 
 TEST(GpuMoeReduceFused, SmokeCasesBitwise) {
   TC_REQUIRE_GPU();
-  Manifest m = Manifest::load();
-  std::deque<WorkloadSpec> st;
-  EnvInfo env = capture_env();
-  RunOptions checked;
-  checked.checked = true;
-  for (auto& c : cases_for(m, st, "smoke")) {
-    auto r = run_correctness(c, DeviceType::kCUDA, checked, env);
-    EXPECT_EQ(r["status"].get<std::string>(), "pass") << r.dump();
-  }
+  EXPECT_GT(test::expect_manifest_cases_pass("moe_reduce_fused", DeviceType::kCUDA, "smoke"), 100);
 }
 
 TEST(GpuMoeReduceFused, ConfigSweepBitwise) {
@@ -172,27 +164,11 @@ TEST(GpuMoeReduceFused, CudaGraphCaptureAndReplay) {
 // moe_topk_gate against its golden on every smoke case (near-ties allowed).
 TEST(GpuMoeTopkGate, SmokeCases) {
   TC_REQUIRE_GPU();
-  Manifest m = Manifest::load();
-  std::deque<WorkloadSpec> st;
-  Selection s;
-  s.op = "moe_topk_gate";
-  EnvInfo env = capture_env();
-  for (auto& c : select_cases(m, s, st)) {
-    auto r = run_correctness(c, DeviceType::kCUDA, {}, env);
-    EXPECT_EQ(r["status"].get<std::string>(), "pass") << r.dump();
-  }
+  EXPECT_GT(test::expect_manifest_cases_pass("moe_topk_gate", DeviceType::kCUDA), 10);
 }
 
 // moe_fused_mapping: bitwise equal to the golden on every smoke case.
 TEST(GpuMoeFusedMapping, SmokeCasesBitwise) {
   TC_REQUIRE_GPU();
-  Manifest m = Manifest::load();
-  std::deque<WorkloadSpec> st;
-  Selection s;
-  s.op = "moe_fused_mapping";
-  EnvInfo env = capture_env();
-  for (auto& c : select_cases(m, s, st)) {
-    auto r = run_correctness(c, DeviceType::kCUDA, {}, env);
-    EXPECT_EQ(r["status"].get<std::string>(), "pass") << r.dump();
-  }
+  EXPECT_GT(test::expect_manifest_cases_pass("moe_fused_mapping", DeviceType::kCUDA), 10);
 }

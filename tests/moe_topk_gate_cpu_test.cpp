@@ -87,13 +87,5 @@ TEST(MoeTopkGate, ValidationMessages) {
 }
 
 TEST(MoeTopkGate, ManifestCasesPassOnCpu) {
-  auto m = harness::Manifest::load();
-  std::deque<harness::WorkloadSpec> storage;
-  harness::Selection s;
-  s.op = "moe_topk_gate";
-  auto env = harness::capture_env();
-  for (auto& c : harness::select_cases(m, s, storage)) {
-    auto r = harness::run_correctness(c, DeviceType::kCPU, {}, env);
-    EXPECT_EQ(r["status"].get<std::string>(), "pass") << r.dump();
-  }
+  EXPECT_GT(test::expect_manifest_cases_pass("moe_topk_gate", DeviceType::kCPU), 10);
 }

@@ -4,6 +4,8 @@
 
 #include <filesystem>
 
+#include "tilecraft/harness/runner.h"
+
 namespace tilecraft::test {
 std::string temp_dir(const std::string& name) {
   namespace fs = std::filesystem;
@@ -11,5 +13,23 @@ std::string temp_dir(const std::string& name) {
   fs::remove_all(p);
   fs::create_directories(p);
   return p.string();
+}
+
+int expect_manifest_cases_pass(const std::string& op, DeviceType backend, const std::string& tag) {
+  auto m = harness::Manifest::load();
+  std::deque<harness::WorkloadSpec> storage;
+  harness::Selection s;
+  s.op = op;
+  s.tag = tag;
+  auto env = harness::capture_env();
+  harness::RunOptions checked;
+  checked.checked = true;
+  int n = 0;
+  for (auto& c : harness::select_cases(m, s, storage)) {
+    auto r = harness::run_correctness(c, backend, checked, env);
+    EXPECT_EQ(r["status"].get<std::string>(), "pass") << r.dump();
+    ++n;
+  }
+  return n;
 }
 }  // namespace tilecraft::test

@@ -6,6 +6,7 @@
 
 #include "tilecraft/error.h"
 #include "tilecraft/runtime/driver.h"
+#include "tilecraft/tensor.h"
 
 // GPU tests skip, saying why, on machines without a usable CUDA device.
 #define TC_REQUIRE_GPU()                                                                     \
@@ -30,4 +31,7 @@
 
 namespace tilecraft::test {
 std::string temp_dir(const std::string& name);  // fresh, under the build tree
+// Runs every case of `op` selected by `tag` ("" = its default tags) on
+// `backend` through the harness and expects each to pass; returns the count.
+int expect_manifest_cases_pass(const std::string& op, DeviceType backend, const std::string& tag = "");
 }

@@ -1,12 +1,12 @@
 #include "tilecraft/ops/moe_fused_mapping.h"
 
 #include <climits>
-#include <mutex>
-#include <unordered_map>
 
 #include "moe/fused_mapping_params.cuh"
+#include "ops/check.h"
 #include "tilecraft/error.h"
 #include "tilecraft/jit/jit.h"
+#include "tilecraft/jit/op_kernel_cache.h"
 #include "tilecraft/reference/moe_fused_mapping.h"
 #include "tilecraft/runtime/device.h"
 #include "tilecraft/runtime/driver.h"
@@ -19,14 +19,7 @@ constexpr int kThreads = 1024;     // tc::moe::kMappingThreads
 constexpr int kWarps = 32;
 
 void check_i32(const TensorView& t, const char* arg, const Shape& shape, DeviceType backend) {
-  if (t.dtype != DType::kI32) throw_arg_error(ErrorKind::kType, kOp, arg, "dtype int32", t.describe());
-  TC_CHECK_ARG(t.shape == shape, kOp, arg, "shape " + shape.str(), t.describe());
-  TC_CHECK_ARG(t.is_contiguous(), kOp, arg, "a contiguous tensor", t.describe() + " with strides " + t.strides.str());
-  TC_CHECK_ARG(t.device.type == backend, kOp, arg,
-               backend == DeviceType::kCUDA ? "a CUDA tensor" : "a CPU tensor", t.describe());
-  TC_CHECK_ARG(t.data != nullptr || t.numel() == 0, kOp, arg, "a tensor with storage", "a null data pointer");
-  TC_CHECK_ARG(reinterpret_cast<uintptr_t>(t.data) % 4 == 0, kOp, arg, "4-byte aligned data",
-               fmt::format("address {}", t.data));
+  check_tensor(t, kOp, arg, {DType::kI32}, shape, backend);
 }
 
 reference::MoeFusedMappingRef ref_of(const MoeFusedMappingArgs& a, const MoeFusedMappingParams& p) {
@@ -68,22 +61,14 @@ void moe_fused_mapping(const MoeFusedMappingArgs& a, const MoeFusedMappingParams
                        const jit::CompileOptions& compile) {
   validate_moe_fused_mapping(a, p, DeviceType::kCUDA);
   const int dev = a.ids.device.index;
-  static std::mutex mu;
-  static std::unordered_map<int, std::vector<std::pair<jit::CompileOptions, const jit::Launchable*>>> cache;
-  const jit::Launchable* k = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    for (auto& [opts, l] : cache[dev])
-      if (opts == compile) k = l;
-  }
-  if (!k) {
-    k = &jit::get_kernel(moe_fused_mapping_kernel_spec(), compile, dev);
-    // Per-warp counters take 32*E ints: raise the dynamic shared memory limit once.
-    TC_DRV(cuFuncSetAttribute, k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-           (kWarps + 1) * kMaxExperts * 4 + 4);
-    std::lock_guard<std::mutex> lock(mu);
-    cache[dev].emplace_back(compile, k);
-  }
+  static jit::OpKernelCache kernels;
+  const jit::Launchable* k = &kernels.get(
+      0, compile, dev, [] { return moe_fused_mapping_kernel_spec(); },
+      [](const jit::Launchable& l) {
+        // Per-warp counters take 32*E ints: raise the dynamic shared memory limit once.
+        TC_DRV(cuFuncSetAttribute, l.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+               (kWarps + 1) * kMaxExperts * 4 + 4);
+      });
   const int64_t T = a.ids.shape[0], K = a.ids.shape[1];
   tc::moe::FusedMappingParams kp{a.ids.ptr<int>(), a.tokens_per_expert.ptr<int>(), a.expert_offsets.ptr<int>(),
                                  a.token_topk_to_pos.ptr<int>(), a.pos_to_token.ptr<int>(), a.tile_expert.ptr<int>(),

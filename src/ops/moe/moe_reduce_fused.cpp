@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <climits>
-#include <mutex>
-#include <unordered_map>
 #include <vector>
 
 #include "moe/reduce_fused_params.cuh"
+#include "ops/check.h"
 #include "tilecraft/error.h"
 #include "tilecraft/jit/jit.h"
+#include "tilecraft/jit/op_kernel_cache.h"
 #include "tilecraft/parallel.h"
 #include "tilecraft/reference/moe_reduce_fused.h"
 #include "tilecraft/runtime/device.h"
@@ -29,22 +29,7 @@ std::string shape_expect(std::initializer_list<std::string> dims) {
 
 void check_tensor(const TensorView& t, const char* arg, std::initializer_list<DType> dtypes, int rank,
                   DeviceType backend) {
-  bool ok = false;
-  for (DType d : dtypes) ok |= d == t.dtype;
-  if (!ok) {  // the message is built only on failure: this runs on every call
-    std::string allowed;
-    for (DType d : dtypes) allowed += (allowed.empty() ? "" : " or ") + std::string(dtype_name(d));
-    throw_arg_error(ErrorKind::kType, kOp, arg, "dtype " + allowed, t.describe());
-  }
-  TC_CHECK_ARG(t.ndim() == rank, kOp, arg, fmt::format("a {}-D tensor", rank), t.describe());
-  TC_CHECK_ARG(t.is_contiguous(), kOp, arg, "a contiguous (row-major) tensor",
-               t.describe() + " with strides " + t.strides.str());
-  TC_CHECK_ARG(t.data != nullptr || t.numel() == 0, kOp, arg, "a tensor with storage", "a null data pointer");
-  const char* where = backend == DeviceType::kCUDA ? "a CUDA tensor" : "a CPU tensor";
-  TC_CHECK_ARG(t.device.type == backend, kOp, arg, where, t.describe());
-  TC_CHECK_ARG(reinterpret_cast<uintptr_t>(t.data) % dtype_size(t.dtype) == 0, kOp, arg,
-               fmt::format("data aligned to its element size ({} bytes)", dtype_size(t.dtype)),
-               fmt::format("address {}", t.data));
+  ops::check_tensor(t, kOp, arg, dtypes, rank, backend);
 }
 
 reference::MoeReduceFusedRef to_ref(const MoeReduceFusedArgs& a) {
@@ -213,27 +198,8 @@ void moe_reduce_fused(const MoeReduceFusedArgs& a, CUstream stream, const MoeRed
   if (T == 0 || H == 0) return;
   const MoeReduceFusedConfig c = moe_reduce_fused_config(a, o);
 
-  // Cached-call path: config packed into one integer -> loaded kernel, in one
-  // hash lookup and no string building (this is the per-call host cost).
-  struct Entry {
-    jit::CompileOptions options;
-    const jit::Launchable* kernel;
-  };
-  static std::mutex mu;
-  static std::unordered_map<uint64_t, std::vector<Entry>> kernels;
-  const uint64_t code = c.code() ^ (uint64_t(a.x.device.index) << 56);
-  const jit::Launchable* k = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (auto it = kernels.find(code); it != kernels.end())
-      for (const Entry& e : it->second)
-        if (e.options == o.compile) k = e.kernel;
-  }
-  if (!k) {
-    k = &jit::get_kernel(c.kernel_spec(), o.compile, a.x.device.index);
-    std::lock_guard<std::mutex> lock(mu);
-    kernels[code].push_back({o.compile, k});
-  }
+  static jit::OpKernelCache kernels;
+  const jit::Launchable* k = &kernels.get(c.code(), o.compile, a.x.device.index, [&] { return c.kernel_spec(); });
   rt::ensure_context(a.x.device.index);
 
   tc::moe::ReduceFusedParams p{a.x.data, a.token_topk_to_pos.ptr<int>(),

@@ -1,12 +1,12 @@
 #include "tilecraft/ops/moe_topk_gate.h"
 
 #include <cmath>
-#include <mutex>
-#include <unordered_map>
 
 #include "moe/topk_gate_params.cuh"
+#include "ops/check.h"
 #include "tilecraft/error.h"
 #include "tilecraft/jit/jit.h"
+#include "tilecraft/jit/op_kernel_cache.h"
 #include "tilecraft/parallel.h"
 #include "tilecraft/reference/moe_topk_gate.h"
 #include "tilecraft/runtime/driver.h"
@@ -18,18 +18,6 @@ constexpr int kMaxExperts = 1024;  // 32 per lane in registers
 constexpr int kMaxTopK = 32;
 constexpr int kMaxGroups = 32;     // the kernel's group mask is 32 bits
 constexpr int kWarpsPerBlock = 4;  // tc::moe::kGateWarpsPerBlock
-
-void check_f32(const TensorView& t, const char* arg, int rank, DeviceType backend) {
-  if (t.dtype != DType::kF32 && std::string(arg) != "ids")
-    throw_arg_error(ErrorKind::kType, kOp, arg, "dtype fp32", t.describe());
-  TC_CHECK_ARG(t.ndim() == rank, kOp, arg, fmt::format("a {}-D tensor", rank), t.describe());
-  TC_CHECK_ARG(t.is_contiguous(), kOp, arg, "a contiguous tensor", t.describe() + " with strides " + t.strides.str());
-  TC_CHECK_ARG(t.device.type == backend, kOp, arg,
-               backend == DeviceType::kCUDA ? "a CUDA tensor" : "a CPU tensor", t.describe());
-  TC_CHECK_ARG(t.data != nullptr || t.numel() == 0, kOp, arg, "a tensor with storage", "a null data pointer");
-  TC_CHECK_ARG(reinterpret_cast<uintptr_t>(t.data) % 4 == 0, kOp, arg, "4-byte aligned data",
-               fmt::format("address {}", t.data));
-}
 
 reference::MoeTopkGateRef ref_of(const MoeTopkGateArgs& a, const MoeTopkGateParams& p) {
   return {a.logits.ptr<float>(), a.bias ? a.bias->ptr<float>() : nullptr, a.ids.ptr<int32_t>(),
@@ -49,10 +37,9 @@ std::optional<GateMode> parse_gate_mode(const std::string& s) {
 }
 
 void validate_moe_topk_gate(const MoeTopkGateArgs& a, const MoeTopkGateParams& p, DeviceType backend) {
-  check_f32(a.logits, "logits", 2, backend);
-  if (a.ids.dtype != DType::kI32) throw_arg_error(ErrorKind::kType, kOp, "ids", "dtype int32", a.ids.describe());
-  check_f32(a.ids, "ids", 2, backend);
-  check_f32(a.weights, "weights", 2, backend);
+  check_tensor(a.logits, kOp, "logits", {DType::kF32}, 2, backend);
+  check_tensor(a.ids, kOp, "ids", {DType::kI32}, 2, backend);
+  check_tensor(a.weights, kOp, "weights", {DType::kF32}, 2, backend);
   const int64_t T = a.logits.shape[0], E = a.logits.shape[1], K = a.ids.shape[1];
   TC_CHECK_ARG(E >= 1 && E <= kMaxExperts, kOp, "logits", fmt::format("1..{} experts (columns)", kMaxExperts),
                a.logits.describe());
@@ -68,7 +55,7 @@ void validate_moe_topk_gate(const MoeTopkGateArgs& a, const MoeTopkGateParams& p
     return;
   }
   if (a.bias) {
-    check_f32(*a.bias, "bias", 1, backend);
+    check_tensor(*a.bias, kOp, "bias", {DType::kF32}, 1, backend);
     TC_CHECK_ARG(a.bias->shape[0] == E, kOp, "bias", fmt::format("shape [{}] (one per expert)", E), a.bias->describe());
   }
   TC_CHECK_ARG(p.n_group >= 1 && p.n_group <= kMaxGroups, kOp, "n_group", fmt::format("1..{}", kMaxGroups),
@@ -99,21 +86,10 @@ void moe_topk_gate(const MoeTopkGateArgs& a, const MoeTopkGateParams& p, CUstrea
   const int64_t T = a.logits.shape[0];
   if (T == 0) return;
   const int dev = a.logits.device.index;
-  static std::mutex mu;
-  static std::unordered_map<uint64_t, std::vector<std::pair<jit::CompileOptions, const jit::Launchable*>>> cache;
+  static jit::OpKernelCache kernels;
   const uint64_t code = uint64_t(a.logits.shape[1]) | uint64_t(a.ids.shape[1]) << 16 |
-                        uint64_t(p.mode == GateMode::kSigmoidGroupedTopk) << 24 | uint64_t(dev) << 32;
-  const jit::Launchable* k = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    for (auto& [opts, l] : cache[code])
-      if (opts == compile) k = l;
-  }
-  if (!k) {
-    k = &jit::get_kernel(moe_topk_gate_kernel_spec(a, p), compile, dev);
-    std::lock_guard<std::mutex> lock(mu);
-    cache[code].emplace_back(compile, k);
-  }
+                        uint64_t(p.mode == GateMode::kSigmoidGroupedTopk) << 24;
+  const jit::Launchable* k = &kernels.get(code, compile, dev, [&] { return moe_topk_gate_kernel_spec(a, p); });
   tc::moe::TopkGateParams kp{a.logits.ptr<float>(), a.bias ? a.bias->ptr<float>() : nullptr, a.ids.ptr<int>(),
                              a.weights.ptr<float>(), (long long)T, int(a.logits.shape[1]), p.n_group,
                              p.topk_group, p.renormalize ? 1 : 0,
