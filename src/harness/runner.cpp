@@ -210,7 +210,10 @@ std::vector<Case> select_cases(const Manifest& m, const Selection& s, std::deque
   for (const OpSpec& op : m.ops()) {
     if (!s.op.empty() && op.name != s.op) continue;
     op_found = true;
-    if (!has_adapter(op.name)) continue;
+    if (!has_adapter(op.name)) {
+      if (!s.op.empty()) adapter_for(op.name);  // throws: the op is in the manifest but not implemented yet
+      continue;
+    }
     std::vector<const WorkloadSpec*> ws;
     if (!s.shapes.empty()) {
       for (auto& text : s.shapes) {
