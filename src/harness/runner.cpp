@@ -211,7 +211,7 @@ std::vector<Case> select_cases(const Manifest& m, const Selection& s, std::deque
     if (!s.op.empty() && op.name != s.op) continue;
     op_found = true;
     if (!has_adapter(op.name)) {
-      if (!s.op.empty()) adapter_for(op.name);  // throws: the op is in the manifest but not implemented yet
+      if (!s.op.empty()) adapter_for(op.name);  // throws: the op is in the manifest without an implementation
       continue;
     }
     std::vector<const WorkloadSpec*> ws;
