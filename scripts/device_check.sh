@@ -2,7 +2,9 @@
 # One call on the GPU machine: build there, run the GPU tests, benchmark the
 # perf workloads, run the main job, and (time permitting) the full correctness
 # matrix. Logs land in $OUT (flat: the device tool returns few, shallow files).
-#   usage: scripts/device_check.sh [steps...]   steps: build gpu perf run full
+#   usage: scripts/device_check.sh [steps...]
+#   steps: build gpu perf run full sweep, test:OP[:TAG] (correctness of one op
+#   on the GPU), bench:OP[:TAG] (its benchmark; TAG defaults to perf)
 set -uo pipefail
 OUT=${OUT:-/tmp/tilecraft_out}
 mkdir -p "$OUT"
@@ -47,6 +49,17 @@ for s in $steps; do
         timeout 120 $B/tilecraft bench --op moe_reduce_fused --tag perf --variant ${SWEEP_VARIANT:-Base} --repeat 50 $flags 2>&1 \
           | grep -E "median|ERROR" | sed -E 's/.*moe_reduce_fused\/[A-Za-z]+\/([a-z0-9-]+).*median ([0-9.]+) us.* ([0-9.]+)% copy.*/\1 \2us \3%/'
       done 2>&1 | tee "$OUT/sweep.log" ;;
+    test:*)
+      IFS=: read -r _ op tag <<< "$s"
+      log="$OUT/test_${op}${tag:+_$tag}.log"
+      timeout ${OP_TIMEOUT:-300} $B/tilecraft test --op "$op" ${tag:+--tag $tag} > "$log" 2>&1
+      step "test $op ${tag:-default}" "rc=$? $(tail -1 "$log")"
+      grep -E "FAIL|ERROR" "$log" | head -20 ;;
+    bench:*)
+      IFS=: read -r _ op tag <<< "$s"
+      log="$OUT/bench_${op}_${tag:-perf}.log"
+      timeout ${OP_TIMEOUT:-300} $B/tilecraft bench --op "$op" --tag "${tag:-perf}" ${BENCH_FLAGS:-} > "$log" 2>&1
+      step "bench $op ${tag:-perf}" "rc=$?"; grep -vE "^\[" "$log" | tail -40 ;;
     *) echo "unknown step $s"; exit 2 ;;
   esac
 done

@@ -7,6 +7,7 @@ namespace tilecraft::harness {
 std::unique_ptr<OpAdapter> make_moe_reduce_fused_adapter();
 std::unique_ptr<OpAdapter> make_moe_topk_gate_adapter();
 std::unique_ptr<OpAdapter> make_moe_fused_mapping_adapter();
+std::unique_ptr<OpAdapter> make_moe_grouped_gemm_adapter();
 
 namespace {
 const std::map<std::string, std::unique_ptr<OpAdapter>>& registry() {
@@ -16,6 +17,7 @@ const std::map<std::string, std::unique_ptr<OpAdapter>>& registry() {
     add(make_moe_reduce_fused_adapter());
     add(make_moe_topk_gate_adapter());
     add(make_moe_fused_mapping_adapter());
+    add(make_moe_grouped_gemm_adapter());
     return m;
   }();
   return r;

@@ -28,6 +28,12 @@ struct DeviceCase {
       owned.emplace(name, DeviceTensor::from_host(t, device));
       in[name] = owned.at(name).view();
     }
+    for (auto& [name, g] : d.generated) {
+      owned.emplace(name, DeviceTensor(g.dtype, g.shape, device));
+      in[name] = owned.at(name).view();
+      fill_uniform_device(in[name], d.seed, g.stream, g.lo, g.hi, nullptr);
+    }
+    if (!d.generated.empty()) TC_DRV(cuCtxSynchronize);
     for (auto& o : d.outputs) {
       owned_out.emplace(o.name, DeviceTensor(o.dtype, o.shape, device));
       out[o.name] = owned_out.at(o.name).view();
@@ -62,6 +68,10 @@ nlohmann::json base_record(const Case& c, DeviceType backend, const CaseData& d,
   for (auto& [n, t] : d.inputs) {
     shapes[n] = t.shape().vec();
     dtypes[n] = dtype_name(t.dtype());
+  }
+  for (auto& [n, g] : d.generated) {
+    shapes[n] = g.shape.vec();
+    dtypes[n] = dtype_name(g.dtype);
   }
   for (auto& o : d.outputs) {
     shapes[o.name] = o.shape.vec();
@@ -188,7 +198,39 @@ struct HostOutputs {
   }
 };
 
+// Host views of every input, generated ones materialised (CPU backend).
+struct HostInputs {
+  std::map<std::string, HostTensor> made;
+  Tensors views;
+  explicit HostInputs(const CaseData& d) {
+    for (auto& [n, t] : d.inputs) views[n] = t.view();
+    for (auto& [n, g] : d.generated) {
+      made.emplace(n, materialize(g, d.seed));
+      views[n] = made.at(n).view();
+    }
+  }
+};
+
 }  // namespace
+
+void generated_values(const GeneratedInput& g, uint64_t seed, int64_t begin, int64_t n, float* out) {
+  const float range = g.hi - g.lo;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = std::fma(range, random_unit(seed, g.stream, uint64_t(begin + i)), g.lo);
+    switch (g.dtype) {
+      case DType::kBF16: out[i] = conv::bf16_to_f32(conv::f32_to_bf16(v)); break;
+      case DType::kF16: out[i] = conv::f16_to_f32(conv::f32_to_f16(v)); break;
+      case DType::kF8E4M3: out[i] = conv::e4m3_to_f32(conv::f32_to_e4m3(v)); break;
+      default: out[i] = v; break;
+    }
+  }
+}
+
+HostTensor materialize(const GeneratedInput& g, uint64_t seed) {
+  HostTensor t(g.dtype, g.shape);
+  fill_uniform(t.view(), seed, g.stream, g.lo, g.hi);
+  return t;
+}
 
 double host_us_per_call(const std::function<void()>& call, CUstream stream) {
   const int batches = 5, n = 100;
@@ -274,9 +316,8 @@ nlohmann::json run_correctness(const Case& c, DeviceType backend, const RunOptio
       got = dc.download();
     } else {
       HostOutputs h(d);
-      Tensors in;
-      for (auto& [n, t] : d.inputs) in[n] = t.view();
-      a.run(d, in, h.views, backend, nullptr, o);
+      HostInputs hin(d);
+      a.run(d, hin.views, h.views, backend, nullptr, o);
       got = h.owned;
     }
     bool ok = a.compare(d, *c.op, want.views, views_of(got), r);
@@ -340,9 +381,8 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
     } else {
       r["config"] = "cpu";
       HostOutputs h(d);
-      Tensors in;
-      for (auto& [n, tt] : d.inputs) in[n] = tt.view();
-      t = time_cpu([&] { a.run(d, in, h.views, backend, nullptr, o); }, ctx.timing);
+      HostInputs hin(d);
+      t = time_cpu([&] { a.run(d, hin.views, h.views, backend, nullptr, o); }, ctx.timing);
       got = h.owned;
     }
     nlohmann::json cmp;

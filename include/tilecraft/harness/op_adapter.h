@@ -35,8 +35,22 @@ struct OutputDesc {
 
 using Tensors = std::map<std::string, TensorView>;  // by manifest name
 
+// An input generated where it is used and never materialised on the host:
+// element i = lo + (hi - lo) * random_unit(seed, stream, i), rounded to dtype
+// (fill_uniform / fill_uniform_device, bit-identical). Weight sets of real
+// models (tens of GB) live only on the device; goldens regenerate the values
+// they need from the same formula.
+struct GeneratedInput {
+  DType dtype;
+  Shape shape;
+  uint64_t stream;
+  float lo, hi;
+};
+
 struct CaseData {
+  uint64_t seed = 0;                         // the case's seed (generated inputs use it)
   std::map<std::string, HostTensor> inputs;  // by manifest name; absent optionals are absent
+  std::map<std::string, GeneratedInput> generated;  // inputs made on the device (or host for the CPU backend)
   std::vector<OutputDesc> outputs;
   std::map<std::string, double> symbols;     // workload symbols + derived + op parameters, as generated
 };
@@ -75,6 +89,11 @@ class OpAdapter {
   // Kernels a case needs, derived from the workload alone (no data, no GPU).
   virtual std::vector<jit::KernelSpec> kernels(const Case& c, const RunOptions& o) const = 0;
 };
+
+// Elements [begin, begin + n) of a generated input, as fp32.
+void generated_values(const GeneratedInput& g, uint64_t seed, int64_t begin, int64_t n, float* out);
+// The whole input on the host (CPU backend, small cases).
+HostTensor materialize(const GeneratedInput& g, uint64_t seed);
 
 // Compares one tensor with its golden (bitwise or allclose); fills `r` with
 // max errors, counts, first failure and non-finite count. True when all match.

@@ -8,6 +8,7 @@
 #include "tilecraft/harness/op_adapter.h"
 #include "tilecraft/harness/random.h"
 #include "tilecraft/ops/moe_fused_mapping.h"
+#include "ops/moe/routing_gen.h"
 
 namespace tilecraft::harness {
 namespace {
@@ -25,43 +26,6 @@ ops::MoeFusedMappingParams params_from(const CaseData& d) {
   return {int(d.symbols.at("E")), int(d.symbols.at("block_m"))};
 }
 
-// Expert ids per routing kind. K distinct experts per token except one_hot,
-// where every slot goes to expert 0 (duplicates within a token are legal).
-void fill_ids(const WorkloadSpec& w, uint64_t seed, int32_t* ids, int64_t T, int64_t K, int64_t E) {
-  const std::string kind = w.params.at("routing");
-  if (kind != "uniform" && kind != "skewed" && kind != "one_hot" && kind != "empty_experts" && kind != "dropped")
-    throw Error(ErrorKind::kInvalidArgument,
-                fmt::format("{}: workload '{}': routing '{}' is not uniform, skewed, one_hot, empty_experts or dropped",
-                            kOp, w.name, kind));
-  if (kind != "one_hot" && K > E)
-    throw Error(ErrorKind::kInvalidArgument, fmt::format("{}: workload '{}': K = {} exceeds E = {}", kOp, w.name, K, E));
-  // skewed: half the tokens choose among the first K experts only;
-  // empty_experts: only the even experts are ever chosen.
-  std::vector<int32_t> pool(static_cast<size_t>(E));
-  for (int64_t t = 0; t < T; ++t) {
-    int64_t n = E;
-    std::iota(pool.begin(), pool.end(), 0);
-    if (kind == "skewed" && t % 2 == 0) n = K;
-    if (kind == "empty_experts") {
-      n = 0;
-      for (int64_t e = 0; e < E; e += 2) pool[size_t(n++)] = int32_t(e);
-      if (n < K) n = E, std::iota(pool.begin(), pool.end(), 0);
-    }
-    for (int64_t k = 0; k < K; ++k) {
-      if (kind == "one_hot") {
-        ids[t * K + k] = 0;
-        continue;
-      }
-      uint64_t j = uint64_t(k) + random_bits(seed, 1, uint64_t(t * K + k)) % uint64_t(n - k);
-      std::swap(pool[size_t(k)], pool[size_t(j)]);
-      ids[t * K + k] = pool[size_t(k)];
-      // dropped: a quarter of the slots are -1 or past the last expert (another rank's).
-      if (kind == "dropped" && random_bits(seed, 2, uint64_t(t * K + k)) % 4 == 0)
-        ids[t * K + k] = (random_bits(seed, 3, uint64_t(t * K + k)) & 1) ? -1 : int32_t(E + k);
-    }
-  }
-}
-
 class MoeFusedMappingAdapter final : public OpAdapter {
  public:
   std::string name() const override { return kOp; }
@@ -71,7 +35,7 @@ class MoeFusedMappingAdapter final : public OpAdapter {
     const int64_t T = w.symbols.at("T"), K = w.symbols.at("K"), E = w.symbols.at("E"), bm = w.symbols.at("block_m");
     CaseData d;
     HostTensor ids(DType::kI32, {T, K});
-    fill_ids(w, c.seed, ids.ptr<int32_t>(), T, K, E);
+    fill_routing_ids(kOp, w, c.seed, ids.ptr<int32_t>(), T, K, E);
     d.inputs["ids"] = ids;
     const int64_t rows = ops::moe_fused_mapping_rows(T, K, E, std::max<int64_t>(bm, 1));
     d.outputs = {{"tokens_per_expert", DType::kI32, {E}},   {"expert_offsets", DType::kI32, {E + 1}},

@@ -1,0 +1,72 @@
+#pragma once
+// moe_grouped_gemm: rows grouped by expert, C[r] = epilogue(A[src(r)] . W_e),
+// e = the expert owning row r's tile (moe_fused_mapping's tile schedule).
+// Spec: shared ops/fused_moe.md, steps 3-5.
+//
+// - A rows are read through `a_index` (moe_fused_mapping's pos_to_token), so
+//   the gather into expert-major order is fused into the load; -1 rows read 0.
+// - Weights: one stacked tensor [E, N, K] (layout NK, nn.Linear) or [E, K, N]
+//   (layout KN), or one tensor per expert [N, K] / [K, N] (the race's layout,
+//   consumed by pointer: no transpose, no stack).
+// - Epilogues: plain store; silu(A.Wg) * (A.Wu) when `w_up` is given (the fused
+//   gate/up projection); optional per-row fp32 scale; output in the input
+//   dtype or fp32.
+// - Rows of tiles past num_tiles, or whose tile_expert is -1, are not written.
+#include <cuda.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tilecraft/jit/kernel_spec.h"
+#include "tilecraft/jit/options.h"
+#include "tilecraft/tensor.h"
+
+namespace tilecraft::ops {
+
+enum class WeightLayout { kNK, kKN };  // per expert: [N, K] (nn.Linear) or [K, N]
+const char* weight_layout_name(WeightLayout l);
+
+struct ExpertWeights {
+  std::optional<TensorView> stacked;  // [E, N, K] or [E, K, N]
+  std::vector<TensorView> per_expert; // E tensors [N, K] or [K, N] (used when `stacked` is empty)
+  WeightLayout layout = WeightLayout::kNK;
+
+  int64_t num_experts() const { return stacked ? stacked->shape[0] : int64_t(per_expert.size()); }
+};
+
+struct MoeGroupedGemmArgs {
+  TensorView a;                            // [a_rows, K] fp16 | bf16
+  std::optional<TensorView> a_index;       // [M] int32, or absent: layout row r reads A row r
+  std::optional<TensorView> tile_expert;   // [M / block_m] int32, or absent: one expert (index 0)
+  std::optional<TensorView> num_tiles;     // [1] int32, or absent: all tiles
+  ExpertWeights w;                         // the gate (or the only) projection
+  std::optional<ExpertWeights> w_up;       // present: out = silu(A.w) * (A.w_up)
+  std::optional<TensorView> row_scale;     // [M] fp32
+  TensorView out;                          // [M, N] same dtype as a, or fp32
+};
+
+// Tile configuration of the mma.sync path. 0 = choose.
+struct MoeGroupedGemmConfig {
+  int block_m = 0, block_n = 0, stages = 0, warps_m = 0, warps_n = 0;
+  std::string str() const;
+};
+
+struct MoeGroupedGemmOptions {
+  MoeGroupedGemmConfig config;  // overrides (block_m must match the tile schedule when one is given)
+  jit::CompileOptions compile;
+};
+
+// The tile height the heuristic picks for groups of about `rows_per_expert`
+// rows; moe_fused_mapping pads each expert's rows to it.
+int moe_grouped_gemm_block_m(double rows_per_expert);
+
+// The complete configuration for these arguments (heuristic + overrides, validated).
+MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over);
+jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c);
+
+void validate_moe_grouped_gemm(const MoeGroupedGemmArgs& a, DeviceType backend);
+void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGroupedGemmOptions& o = {});
+void moe_grouped_gemm_cpu(const MoeGroupedGemmArgs& a);
+
+}  // namespace tilecraft::ops

@@ -1,0 +1,239 @@
+#pragma once
+// moe_grouped_gemm, mma.sync path (sm_80+): C[r, :] = epilogue(A[src(r), :] . W_e)
+// for every layout row r, where e is the expert owning r's BM-row tile.
+//
+// One CTA computes a BM x BN output tile (BM x 2BN when DUAL: the gate and up
+// columns of the same outputs, combined as silu(gate) * up). K is walked in
+// 64-wide steps through a STAGES-deep cp.async ring in shared memory; each
+// warp owns a (BM / WARPS_M) x (BN / WARPS_N) sub-tile and issues
+// m16n8k16 MMAs from ldmatrix fragments. A rows come through `a_index`, so the
+// gather of tokens into expert-major order happens in the load and no
+// expanded copy of the activations exists. B is either [N, K] per expert
+// (LAYOUT 0, nn.Linear) or [K, N] per expert (LAYOUT 1, the race's layout,
+// read with ldmatrix.trans): both are consumed where they lie.
+//
+// VEC: 16-byte cp.async loads (K, N, strides and bases multiples of 8
+// elements); otherwise element loads with bounds, for odd shapes.
+#include "moe/grouped_gemm_params.cuh"
+#include "tile/mma.cuh"
+#include "tile/target.cuh"
+
+namespace tc::moe {
+
+constexpr int kGemmBK = 64;  // K per pipeline stage: one 128-byte shared row of 16-bit values
+
+template <typename T, typename OutT, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, int LAYOUT, bool DUAL,
+          bool VEC, int TABLE>
+struct GroupedGemm {
+  static constexpr int kThreads = WARPS_M * WARPS_N * Target::kWarpSize;
+  static constexpr int kB = DUAL ? 2 : 1;
+  static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
+  static constexpr int MI = WM / 16, NI = WN / 8;
+  static constexpr int kABytes = BM * kGemmBK * 2;  // one stage of A
+  static constexpr int kBBytes = BN * kGemmBK * 2;  // one stage of one B matrix
+  static constexpr int kStageBytes = kABytes + kB * kBBytes;
+  static constexpr int kSmemBytes = STAGES * kStageBytes + BM * 4;
+  static constexpr int kBRowBytes = LAYOUT == 0 ? kGemmBK * 2 : BN * 2;
+  static_assert(WM % 16 == 0 && WN % 16 == 0, "warp tile: multiples of 16 rows and 16 columns");
+  static_assert(BN * 2 >= 128, "BN >= 64: the swizzle needs 8 chunks per shared row");
+  static_assert(sizeof(T) == 2, "16-bit inputs");
+
+  struct Ctx {
+    const GroupedGemmParams& p;
+    const T* b[2];
+    const int* src;  // [BM] source rows in shared memory
+    int row0, col0;
+  };
+
+  // Stage `s` <- K columns [k0, k0 + 64) of the A rows and B columns of this tile.
+  static __device__ __forceinline__ void load_stage(const Ctx& x, char* stage, int k0) {
+    const GroupedGemmParams& p = x.p;
+    const int tid = threadIdx.x;
+    const T* a = static_cast<const T*>(p.a);
+    // A: BM rows x 8 chunks of 8 elements.
+    for (int i = tid; i < BM * 8; i += kThreads) {
+      const int r = i >> 3, ch = i & 7, k = k0 + ch * 8;
+      const int src = x.src[r];
+      char* dst = stage + swizzle(r, ch, kGemmBK * 2);
+      const T* g = a + (long long)(src < 0 ? 0 : src) * p.lda + k;
+      copy_chunk(dst, g, src >= 0, p.K - k);
+    }
+    // B: per matrix, BN x 64 (NK) or 64 x BN (KN).
+#pragma unroll
+    for (int m = 0; m < kB; ++m) {
+      char* bs = stage + kABytes + m * kBBytes;
+      constexpr int kChunksPerRow = kBRowBytes / 16;
+      constexpr int kRows = LAYOUT == 0 ? BN : kGemmBK;
+      for (int i = tid; i < kRows * kChunksPerRow; i += kThreads) {
+        const int r = i / kChunksPerRow, ch = i % kChunksPerRow;
+        char* dst = bs + swizzle(r, ch, kBRowBytes);
+        if constexpr (LAYOUT == 0) {  // row r = output column col0 + r; chunk along K
+          const int n = x.col0 + r, k = k0 + ch * 8;
+          copy_chunk(dst, x.b[m] + (long long)(n < p.N ? n : 0) * p.ldb + k, n < p.N, p.K - k);
+        } else {  // row r = K index k0 + r; chunk along N
+          const int k = k0 + r, n = x.col0 + ch * 8;
+          copy_chunk(dst, x.b[m] + (long long)(k < p.K ? k : 0) * p.ldb + n, k < p.K, p.N - n);
+        }
+      }
+    }
+  }
+
+  // 8 consecutive elements (fewer when `left` < 8; none when !row_ok) -> 16 shared bytes.
+  static __device__ __forceinline__ void copy_chunk(char* dst, const T* g, bool row_ok, int left) {
+    if constexpr (VEC) {
+      cp_async_16(dst, g, row_ok && left > 0);  // VEC: left is a multiple of 8
+    } else {
+      unsigned short v[8];
+      const unsigned short* gs = reinterpret_cast<const unsigned short*>(g);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = row_ok && j < left ? gs[j] : 0;
+      uint4 w;
+      w.x = v[0] | unsigned(v[1]) << 16;
+      w.y = v[2] | unsigned(v[3]) << 16;
+      w.z = v[4] | unsigned(v[5]) << 16;
+      w.w = v[6] | unsigned(v[7]) << 16;
+      *reinterpret_cast<uint4*>(dst) = w;
+    }
+  }
+
+  static __device__ __forceinline__ void compute_stage(const char* stage, float (&acc)[kB][MI][NI][4], int wm, int wn,
+                                                       int lane) {
+#pragma unroll
+    for (int ks = 0; ks < kGemmBK / 16; ++ks) {
+      unsigned af[MI][4];
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) {
+        const int r = wm * WM + mi * 16 + (lane & 15);
+        ldmatrix_x4(af[mi], stage + swizzle(r, ks * 2 + (lane >> 4), kGemmBK * 2));
+      }
+#pragma unroll
+      for (int m = 0; m < kB; ++m) {
+        const char* bs = stage + kABytes + m * kBBytes;
+        unsigned bf[NI][2];
+#pragma unroll
+        for (int np = 0; np < NI / 2; ++np) {
+          unsigned r4[4];
+          if constexpr (LAYOUT == 0) {
+            const int n = wn * WN + np * 16 + (lane & 7) + ((lane >> 4) << 3);
+            ldmatrix_x4(r4, bs + swizzle(n, ks * 2 + ((lane >> 3) & 1), kBRowBytes));
+          } else {
+            const int k = ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+            ldmatrix_x4_trans(r4, bs + swizzle(k, (wn * WN + np * 16) / 8 + (lane >> 4), kBRowBytes));
+          }
+          bf[2 * np][0] = r4[0];
+          bf[2 * np][1] = r4[1];
+          bf[2 * np + 1][0] = r4[2];
+          bf[2 * np + 1][1] = r4[3];
+        }
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+          for (int ni = 0; ni < NI; ++ni) mma_16816<T>(acc[m][mi][ni], af[mi], bf[ni]);
+      }
+    }
+  }
+
+  static __device__ __forceinline__ float silu(float g) { return g / (1.0f + expf(-g)); }
+
+  static __device__ __forceinline__ void store_pair(const GroupedGemmParams& p, int row, int col, float v0, float v1) {
+    OutT* c = static_cast<OutT*>(p.c) + (long long)row * p.ldc + col;
+    const bool pair = col + 1 < p.N;
+    if constexpr (sizeof(OutT) == 2) {
+      if (pair && VEC) {
+        const OutT o[2] = {from_float<OutT>(v0), from_float<OutT>(v1)};
+        *reinterpret_cast<unsigned*>(c) = *reinterpret_cast<const unsigned*>(o);
+        return;
+      }
+    } else {
+      if (pair && VEC) {
+        *reinterpret_cast<float2*>(c) = make_float2(v0, v1);
+        return;
+      }
+    }
+    if (col < p.N) c[0] = from_float<OutT>(v0);
+    if (pair) c[1] = from_float<OutT>(v1);
+  }
+
+  static __device__ __forceinline__ void run(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L) {
+    const GroupedGemmParams& p = L.p;
+    extern __shared__ __align__(128) char smem[];
+    const int tile = blockIdx.x;
+    const int tiles = p.num_tiles ? *p.num_tiles : (p.M + BM - 1) / BM;
+    if (tile >= tiles) return;
+    const int expert = p.tile_expert ? p.tile_expert[tile] : 0;
+    if (expert < 0 || expert >= p.num_experts) return;
+    const int row0 = tile * BM, col0 = blockIdx.y * BN;
+
+    int* src = reinterpret_cast<int*>(smem + STAGES * kStageBytes);
+    for (int r = threadIdx.x; r < BM; r += kThreads) {
+      const int row = row0 + r;
+      int s = row < p.M ? (p.a_index ? p.a_index[row] : row) : -1;
+      src[r] = s >= 0 && s < p.a_rows ? s : -1;
+    }
+    Ctx x{p, {nullptr, nullptr}, src, row0, col0};
+#pragma unroll
+    for (int m = 0; m < kB; ++m) {
+      if constexpr (TABLE > 0) x.b[m] = static_cast<const T*>(L.table.ptr[m][expert]);
+      else x.b[m] = static_cast<const T*>(p.b[m]) + (long long)expert * p.b_expert_stride;
+    }
+    __syncthreads();
+
+    float acc[kB][MI][NI][4];
+#pragma unroll
+    for (int m = 0; m < kB; ++m)
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) acc[m][mi][ni][j] = 0.f;
+
+    const int kt = (p.K + kGemmBK - 1) / kGemmBK;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+      if (s < kt) load_stage(x, smem + s * kStageBytes, s * kGemmBK);
+      cp_async_commit();
+    }
+    const int warp = threadIdx.x / Target::kWarpSize, lane = threadIdx.x % Target::kWarpSize;
+    const int wm = warp / WARPS_N, wn = warp % WARPS_N;
+    for (int t = 0; t < kt; ++t) {
+      cp_async_wait<STAGES - 2>();
+      __syncthreads();  // stage t landed for all threads; stage t-1 is free
+      const int next = t + STAGES - 1;
+      if (next < kt) load_stage(x, smem + (next % STAGES) * kStageBytes, next * kGemmBK);
+      cp_async_commit();
+      compute_stage(smem + (t % STAGES) * kStageBytes, acc, wm, wn, lane);
+    }
+    cp_async_wait<0>();
+
+    // Epilogue: fragment (mi, ni) holds rows +lane/4 and +lane/4+8, columns +2*(lane%4)..+1.
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = wm * WM + mi * 16 + (lane >> 2) + h * 8;
+        const int row = row0 + r;
+        if (row >= p.M) continue;
+        const float scale = p.row_scale ? p.row_scale[row] : 1.0f;
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) {
+          const int col = col0 + wn * WN + ni * 8 + (lane & 3) * 2;
+          float v0 = acc[0][mi][ni][2 * h], v1 = acc[0][mi][ni][2 * h + 1];
+          if constexpr (DUAL) {
+            v0 = silu(v0) * acc[kB - 1][mi][ni][2 * h];
+            v1 = silu(v1) * acc[kB - 1][mi][ni][2 * h + 1];
+          }
+          store_pair(p, row, col, v0 * scale, v1 * scale);
+        }
+      }
+  }
+};
+
+template <typename T, typename OutT, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, int LAYOUT, bool DUAL,
+          bool VEC, int TABLE>
+__global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
+    grouped_gemm_kernel(const GroupedGemmLaunch<TABLE ? TABLE : 1> L) {
+  GroupedGemm<T, OutT, BM, BN, WARPS_M, WARPS_N, STAGES, LAYOUT, DUAL, VEC, TABLE>::run(L);
+}
+
+}  // namespace tc::moe

@@ -1,0 +1,35 @@
+#pragma once
+// Kernel parameters of moe_grouped_gemm, shared verbatim by kernel and host.
+namespace tc::moe {
+
+struct GroupedGemmParams {
+  const void* a;           // [a_rows, K] activations (row stride lda)
+  const int* a_index;      // [M] source row of A for each layout row, -1 = padding (reads zeros); null = identity
+  const int* tile_expert;  // [M / BM] expert of each BM-row tile, -1 = unused; null = every tile is expert 0
+  const int* num_tiles;    // [1] tiles in use (device-side count); null = all M / BM
+  const void* b[2];        // stacked weights (b[1]: the `up` half of a gated pair); unused with a pointer table
+  long long b_expert_stride;  // elements between consecutive experts' matrices (stacked)
+  const float* row_scale;  // [M] per-row scale applied in the epilogue, or null
+  void* c;                 // [M, N] output
+  long long lda, ldb, ldc; // row strides in elements; B rows are N (layout NK) or K (layout KN)
+  int M, N, K;             // layout rows (a multiple of BM), output columns, reduction length
+  int a_rows;              // rows of A: source rows outside [0, a_rows) read zeros
+  int num_experts;         // tiles naming an expert outside [0, num_experts) are skipped
+};
+
+// Per-expert weight base pointers (the race's layout: one tensor per expert),
+// carried in the launch's parameter space, so no upload and no host sync.
+template <int N>
+struct WeightTable {
+  const void* ptr[2][N];
+};
+
+// The kernel's one parameter: TABLE = 0 (stacked weights) launches with a
+// one-entry table.
+template <int N>
+struct GroupedGemmLaunch {
+  GroupedGemmParams p;
+  WeightTable<N> table;
+};
+
+}  // namespace tc::moe

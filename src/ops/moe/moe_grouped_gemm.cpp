@@ -1,0 +1,304 @@
+#include "tilecraft/ops/moe_grouped_gemm.h"
+
+#include <climits>
+#include <cstring>
+
+#include "moe/grouped_gemm_params.cuh"
+#include "ops/check.h"
+#include "tilecraft/error.h"
+#include "tilecraft/jit/jit.h"
+#include "tilecraft/jit/op_kernel_cache.h"
+#include "tilecraft/reference/moe_grouped_gemm.h"
+#include "tilecraft/runtime/device.h"
+#include "tilecraft/runtime/driver.h"
+
+namespace tilecraft::ops {
+namespace {
+
+constexpr const char* kOp = "moe_grouped_gemm";
+constexpr int kBK = 64;                  // tc::moe::kGemmBK
+constexpr int kSmallTable = 64;          // pointer tables carried in the launch parameters
+constexpr int kLargeTable = 512;
+constexpr int kMaxSmem = 227 * 1024;     // sm_90 opt-in shared memory per block
+
+int table_size(const MoeGroupedGemmArgs& a) {
+  if (a.w.stacked) return 0;
+  return a.w.num_experts() <= kSmallTable ? kSmallTable : kLargeTable;
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// 16-byte loads need every row start 16-byte aligned: K (and N for the KN
+// layout) multiples of 8 elements and 16-byte aligned bases.
+bool vector_ok(const MoeGroupedGemmArgs& a) {
+  const int64_t K = a.a.shape[1], N = a.out.shape[1];
+  if (K % 8 || !aligned16(a.a.data) || !aligned16(a.out.data) || N % 8) return false;
+  auto weights_ok = [&](const ExpertWeights& w) {
+    if (w.stacked) return aligned16(w.stacked->data);
+    for (auto& t : w.per_expert)
+      if (!aligned16(t.data)) return false;
+    return true;
+  };
+  return weights_ok(a.w) && (!a.w_up || weights_ok(*a.w_up));
+}
+
+int smem_bytes(const MoeGroupedGemmConfig& c, bool dual) {
+  return c.stages * (c.block_m * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2) + c.block_m * 4;
+}
+
+void check_weights(const ExpertWeights& w, const char* arg, DType dtype, int64_t N, int64_t K, DeviceType backend) {
+  const bool kn = w.layout == WeightLayout::kKN;
+  const Shape one = kn ? Shape{K, N} : Shape{N, K};
+  const std::string want_one = kn ? fmt::format("[K, N] = [{}, {}]", K, N) : fmt::format("[N, K] = [{}, {}]", N, K);
+  if (w.stacked) {
+    check_tensor(*w.stacked, kOp, arg, {dtype}, 3, backend);
+    const int64_t E = w.stacked->shape[0];
+    TC_CHECK_ARG(E >= 1 && w.stacked->shape == Shape({E, one[0], one[1]}), kOp, arg,
+                 fmt::format("stacked experts [E, {}, {}] ({} layout, {} per expert)", one[0], one[1],
+                             weight_layout_name(w.layout), want_one),
+                 w.stacked->describe());
+    return;
+  }
+  TC_CHECK_ARG(!w.per_expert.empty(), kOp, arg, "a stacked tensor or one tensor per expert", "no tensors");
+  TC_CHECK_ARG(int64_t(w.per_expert.size()) <= kLargeTable, kOp, arg,
+               fmt::format("at most {} per-expert tensors", kLargeTable), std::to_string(w.per_expert.size()));
+  for (size_t e = 0; e < w.per_expert.size(); ++e) {
+    const std::string name = fmt::format("{}[{}]", arg, e);
+    check_tensor(w.per_expert[e], kOp, name.c_str(), {dtype}, 2, backend);
+    TC_CHECK_ARG(w.per_expert[e].shape == one, kOp, name,
+                 fmt::format("{} ({} layout)", want_one, weight_layout_name(w.layout)), w.per_expert[e].describe());
+  }
+}
+
+std::vector<const void*> bases(const ExpertWeights& w, int64_t N, int64_t K) {
+  std::vector<const void*> out;
+  const int64_t E = w.num_experts();
+  for (int64_t e = 0; e < E; ++e) {
+    if (w.stacked)
+      out.push_back(static_cast<const char*>(w.stacked->data) + e * N * K * int64_t(dtype_size(w.stacked->dtype)));
+    else
+      out.push_back(w.per_expert[size_t(e)].data);
+  }
+  return out;
+}
+
+int64_t block_m_of(const MoeGroupedGemmArgs& a) {
+  if (!a.tile_expert) return 0;
+  const int64_t tiles = a.tile_expert->shape[0], M = a.out.shape[0];
+  return tiles > 0 ? M / tiles : 0;
+}
+
+}  // namespace
+
+const char* weight_layout_name(WeightLayout l) { return l == WeightLayout::kNK ? "NK" : "KN"; }
+
+std::string MoeGroupedGemmConfig::str() const {
+  return fmt::format("bm={} bn={} bk={} stages={} warps={}x{}", block_m, block_n, kBK, stages, warps_m, warps_n);
+}
+
+int moe_grouped_gemm_block_m(double rows_per_expert) {
+  // Decode-sized groups waste most of a tall tile: 16 rows keeps the waste to
+  // padding while the weights stream; 128 once groups fill it.
+  if (rows_per_expert <= 16) return 16;
+  if (rows_per_expert <= 32) return 32;
+  if (rows_per_expert <= 64) return 64;
+  return 128;
+}
+
+void validate_moe_grouped_gemm(const MoeGroupedGemmArgs& a, DeviceType backend) {
+  check_tensor(a.a, kOp, "a", {DType::kF16, DType::kBF16}, 2, backend);
+  const DType dt = a.a.dtype;
+  const int64_t K = a.a.shape[1];
+  check_tensor(a.out, kOp, "out", {dt, DType::kF32}, 2, backend);
+  const int64_t M = a.out.shape[0], N = a.out.shape[1];
+  TC_CHECK_ARG(K >= 1 && K <= INT_MAX, kOp, "a", "K (columns) in 1..2^31-1", a.a.describe());
+  TC_CHECK_ARG(N >= 1 && N <= INT_MAX && M <= INT_MAX && a.a.shape[0] <= INT_MAX, kOp, "out",
+               "N >= 1 and fewer than 2^31 rows and columns", a.out.describe());
+  check_weights(a.w, "w", dt, N, K, backend);
+  const int64_t E = a.w.num_experts();
+  if (a.w_up) {
+    check_weights(*a.w_up, "w_up", dt, N, K, backend);
+    TC_CHECK_ARG(a.w_up->num_experts() == E, kOp, "w_up", fmt::format("{} experts (as w)", E),
+                 std::to_string(a.w_up->num_experts()));
+    TC_CHECK_ARG(a.w_up->layout == a.w.layout && a.w_up->stacked.has_value() == a.w.stacked.has_value(), kOp, "w_up",
+                 "the layout and form (stacked or per expert) of w",
+                 fmt::format("{} {}", weight_layout_name(a.w_up->layout), a.w_up->stacked ? "stacked" : "per expert"));
+  }
+  if (a.a_index) {
+    check_tensor(*a.a_index, kOp, "a_index", {DType::kI32}, Shape{M}, backend);
+  } else {
+    TC_CHECK_ARG(a.a.shape[0] >= M, kOp, "a", fmt::format("at least M = {} rows (no a_index)", M), a.a.describe());
+  }
+  if (a.tile_expert) {
+    check_tensor(*a.tile_expert, kOp, "tile_expert", {DType::kI32}, 1, backend);
+    const int64_t tiles = a.tile_expert->shape[0];
+    TC_CHECK_ARG(tiles >= 1 && M % tiles == 0, kOp, "tile_expert", fmt::format("[M / block_m] with M = {}", M),
+                 a.tile_expert->describe());
+    const int64_t bm = M / tiles;
+    TC_CHECK_ARG(bm == 16 || bm == 32 || bm == 64 || bm == 128, kOp, "tile_expert",
+                 "a schedule of 16-, 32-, 64- or 128-row tiles (M / len(tile_expert))",
+                 fmt::format("{} rows per tile (M = {}, {} tiles)", bm, M, tiles));
+  } else {
+    TC_CHECK_ARG(E == 1, kOp, "tile_expert", "a tile schedule when there is more than one expert",
+                 fmt::format("none, with {} experts", E));
+  }
+  if (a.num_tiles) check_tensor(*a.num_tiles, kOp, "num_tiles", {DType::kI32}, Shape{1}, backend);
+  if (a.row_scale) check_tensor(*a.row_scale, kOp, "row_scale", {DType::kF32}, Shape{M}, backend);
+  if (backend == DeviceType::kCUDA) {
+    const int dev = a.a.device.index;
+    auto same = [&](const TensorView& t, const std::string& arg) {
+      TC_CHECK_ARG(t.device.index == dev, kOp, arg, fmt::format("a tensor on cuda:{} (where a is)", dev),
+                   t.describe());
+    };
+    same(a.out, "out");
+    if (a.w.stacked) same(*a.w.stacked, "w");
+    for (size_t e = 0; e < a.w.per_expert.size(); ++e) same(a.w.per_expert[e], fmt::format("w[{}]", e));
+    if (a.w_up && a.w_up->stacked) same(*a.w_up->stacked, "w_up");
+    if (a.w_up)
+      for (size_t e = 0; e < a.w_up->per_expert.size(); ++e) same(a.w_up->per_expert[e], fmt::format("w_up[{}]", e));
+    if (a.a_index) same(*a.a_index, "a_index");
+    if (a.tile_expert) same(*a.tile_expert, "tile_expert");
+    if (a.num_tiles) same(*a.num_tiles, "num_tiles");
+    if (a.row_scale) same(*a.row_scale, "row_scale");
+  }
+}
+
+MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over) {
+  const bool dual = a.w_up.has_value();
+  const int64_t M = a.out.shape[0], N = a.out.shape[1];
+  MoeGroupedGemmConfig c;
+  const int64_t sched_bm = block_m_of(a);
+  c.block_m = sched_bm ? int(sched_bm) : (over.block_m ? over.block_m : moe_grouped_gemm_block_m(double(M)));
+  if (sched_bm && over.block_m)
+    TC_CHECK_ARG(over.block_m == sched_bm, kOp, "block_m", fmt::format("{} (the tile schedule's tile height)", sched_bm),
+                 std::to_string(over.block_m));
+  // Gated: 64 gate + 64 up columns per tile; plain: 128 (64 when N is small).
+  c.block_n = over.block_n ? over.block_n : (dual || N <= 64 ? 64 : 128);
+  c.warps_m = over.warps_m ? over.warps_m : (c.block_m >= 128 ? 2 : 1);
+  c.warps_n = over.warps_n ? over.warps_n : 4;
+  // Deep rings for short tiles (decode streams weights), 3 for 128-row tiles:
+  // ~96 KB per CTA, two CTAs per SM.
+  c.stages = over.stages ? over.stages : (c.block_m <= 32 ? 5 : c.block_m == 64 ? 4 : 3);
+  TC_CHECK_ARG(c.block_m == 16 || c.block_m == 32 || c.block_m == 64 || c.block_m == 128, kOp, "block_m",
+               "16, 32, 64 or 128", std::to_string(c.block_m));
+  TC_CHECK_ARG(c.block_n == 64 || c.block_n == 128 || c.block_n == 256, kOp, "block_n", "64, 128 or 256",
+               std::to_string(c.block_n));
+  TC_CHECK_ARG(c.stages >= 2 && c.stages <= 8, kOp, "stages", "2..8", std::to_string(c.stages));
+  TC_CHECK_ARG(c.warps_m >= 1 && c.block_m % (16 * c.warps_m) == 0, kOp, "warps_m",
+               fmt::format("a count that splits block_m = {} into multiples of 16 rows", c.block_m),
+               std::to_string(c.warps_m));
+  TC_CHECK_ARG(c.warps_n >= 1 && c.block_n % (16 * c.warps_n) == 0, kOp, "warps_n",
+               fmt::format("a count that splits block_n = {} into multiples of 16 columns", c.block_n),
+               std::to_string(c.warps_n));
+  TC_CHECK_ARG(c.warps_m * c.warps_n <= 16, kOp, "warps_m*warps_n", "at most 16 warps",
+               std::to_string(c.warps_m * c.warps_n));
+  TC_CHECK_ARG(smem_bytes(c, dual) <= kMaxSmem, kOp, "stages",
+               fmt::format("a ring that fits {} KB of shared memory", kMaxSmem / 1024),
+               fmt::format("{} bytes for {}", smem_bytes(c, dual), c.str()));
+  return c;
+}
+
+jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c) {
+  const bool dual = a.w_up.has_value(), vec = vector_ok(a);
+  const int table = table_size(a);
+  const WeightLayout layout = a.w.layout;
+  const std::string cfg = fmt::format("{}->{} {} {}{}{}{}", dtype_name(a.a.dtype), dtype_name(a.out.dtype), c.str(),
+                                      weight_layout_name(layout), dual ? " silu*up" : "", vec ? "" : " scalar-loads",
+                                      table ? fmt::format(" ptr-table{}", table) : "");
+  return {"moe/grouped_gemm.cuh",
+          "tc::moe::grouped_gemm_kernel",
+          {dtype_kernel_type(a.a.dtype), dtype_kernel_type(a.out.dtype), std::to_string(c.block_m),
+           std::to_string(c.block_n), std::to_string(c.warps_m), std::to_string(c.warps_n), std::to_string(c.stages),
+           layout == WeightLayout::kNK ? "0" : "1", dual ? "true" : "false", vec ? "true" : "false",
+           std::to_string(table)},
+          cfg};
+}
+
+void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGroupedGemmOptions& o) {
+  validate_moe_grouped_gemm(a, DeviceType::kCUDA);
+  const int64_t M = a.out.shape[0], N = a.out.shape[1], K = a.a.shape[1];
+  if (M == 0) return;
+  const MoeGroupedGemmConfig c = moe_grouped_gemm_config(a, o.config);
+  const bool dual = a.w_up.has_value(), vec = vector_ok(a);
+  const int table = table_size(a);
+  const uint64_t code = uint64_t(c.block_m) | uint64_t(c.block_n) << 8 | uint64_t(c.stages) << 17 |
+                        uint64_t(c.warps_m) << 21 | uint64_t(c.warps_n) << 26 | uint64_t(a.a.dtype) << 31 |
+                        uint64_t(a.out.dtype) << 35 | uint64_t(a.w.layout) << 39 | uint64_t(dual) << 40 |
+                        uint64_t(vec) << 41 | uint64_t(table) << 42;
+  const int smem = smem_bytes(c, dual);
+  static jit::OpKernelCache kernels;
+  const jit::Launchable& k = kernels.get(
+      code, o.compile, a.a.device.index, [&] { return moe_grouped_gemm_kernel_spec(a, c); },
+      [smem](const jit::Launchable& l) {
+        TC_DRV(cuFuncSetAttribute, l.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem);
+      });
+  rt::ensure_context(a.a.device.index);
+
+  tc::moe::GroupedGemmParams p{};
+  p.a = a.a.data;
+  p.a_index = a.a_index ? a.a_index->ptr<int>() : nullptr;
+  p.tile_expert = a.tile_expert ? a.tile_expert->ptr<int>() : nullptr;
+  p.num_tiles = a.num_tiles ? a.num_tiles->ptr<int>() : nullptr;
+  p.num_experts = int(a.w.num_experts());
+  p.row_scale = a.row_scale ? a.row_scale->ptr<float>() : nullptr;
+  p.c = a.out.data;
+  p.lda = K;
+  p.ldb = a.w.layout == WeightLayout::kNK ? K : N;
+  p.ldc = N;
+  p.M = int(M), p.N = int(N), p.K = int(K), p.a_rows = int(a.a.shape[0]);
+  const unsigned grid_x = unsigned((M + c.block_m - 1) / c.block_m), grid_y = unsigned((N + c.block_n - 1) / c.block_n);
+  TC_CHECK_ARG(grid_y <= 65535, kOp, "out", "N / block_n <= 65535", a.out.describe());
+  const unsigned threads = unsigned(32 * c.warps_m * c.warps_n);
+  if (table == 0) {
+    p.b[0] = a.w.stacked->data;
+    p.b[1] = a.w_up ? a.w_up->stacked->data : nullptr;
+    p.b_expert_stride = N * K;
+    tc::moe::GroupedGemmLaunch<1> L{p, {}};
+    jit::launch(k, grid_x, grid_y, threads, unsigned(smem), stream, &L);
+    return;
+  }
+  auto fill = [&](auto& L) {
+    L.p = p;
+    const auto w = bases(a.w, N, K);
+    for (size_t e = 0; e < w.size(); ++e) L.table.ptr[0][e] = w[e];
+    if (a.w_up) {
+      const auto u = bases(*a.w_up, N, K);
+      for (size_t e = 0; e < u.size(); ++e) L.table.ptr[1][e] = u[e];
+    }
+    jit::launch(k, grid_x, grid_y, threads, unsigned(smem), stream, &L);
+  };
+  if (table == kSmallTable) {
+    tc::moe::GroupedGemmLaunch<kSmallTable> L{};
+    fill(L);
+  } else {
+    static thread_local tc::moe::GroupedGemmLaunch<kLargeTable> L;  // 8 KB: off the stack
+    std::memset(&L, 0, sizeof(L));
+    fill(L);
+  }
+}
+
+void moe_grouped_gemm_cpu(const MoeGroupedGemmArgs& a) {
+  validate_moe_grouped_gemm(a, DeviceType::kCPU);
+  const int64_t M = a.out.shape[0], N = a.out.shape[1], K = a.a.shape[1];
+  const auto w = bases(a.w, N, K);
+  const auto u = a.w_up ? bases(*a.w_up, N, K) : std::vector<const void*>();
+  reference::MoeGroupedGemmRef r{};
+  const TensorView A = a.a;
+  r.load_a = [A, K](int64_t src, float* row) {
+    for (int64_t k = 0; k < K; ++k) row[k] = float(load_as_double(A.data, A.dtype, size_t(src * K + k)));
+  };
+  r.load_w = reference::weights_from_memory(w.data(), a.w_up ? u.data() : nullptr, a.a.dtype,
+                                            a.w.layout == WeightLayout::kKN, N, K);
+  r.gated = a.w_up.has_value();
+  r.a_index = a.a_index ? a.a_index->ptr<int32_t>() : nullptr;
+  r.tile_expert = a.tile_expert ? a.tile_expert->ptr<int32_t>() : nullptr;
+  r.num_tiles = a.num_tiles ? a.num_tiles->ptr<int32_t>() : nullptr;
+  r.row_scale = a.row_scale ? a.row_scale->ptr<float>() : nullptr;
+  r.row_mask = nullptr;
+  r.out = a.out.data, r.out_dtype = a.out.dtype;
+  r.M = M, r.N = N, r.K = K, r.E = a.w.num_experts(), r.a_rows = a.a.shape[0];
+  r.block_m = a.tile_expert ? block_m_of(a) : std::max<int64_t>(M, 1);
+  reference::moe_grouped_gemm(r);
+}
+
+}  // namespace tilecraft::ops

@@ -1,0 +1,237 @@
+// Harness face of moe_grouped_gemm: routing -> mapping golden -> a tile
+// schedule, activations and weights generated on the device (model-sized
+// weight sets never touch the host), a golden over all rows of small cases
+// and over a sample of rows (every expert's first and last row, then evenly
+// spaced rows) of large ones, a comparison restricted to the rows the golden
+// computed, plus a relative-RMS bound, and a float64 check of the same rows.
+#include <algorithm>
+#include <cmath>
+
+#include "ops/moe/grouped_gemm_case.h"
+#include "ops/moe/routing_gen.h"
+#include "tilecraft/error.h"
+#include "tilecraft/harness/op_adapter.h"
+#include "tilecraft/harness/random.h"
+#include "tilecraft/ops/moe_fused_mapping.h"
+#include "tilecraft/ops/moe_grouped_gemm.h"
+#include "tilecraft/parallel.h"
+#include "tilecraft/reference/moe_grouped_gemm.h"
+
+namespace tilecraft::harness {
+namespace {
+
+constexpr const char* kOp = "moe_grouped_gemm";
+enum Stream : uint64_t { kA = 11, kW = 12, kWUp = 13, kScale = 14 };
+// Golden work above this many multiply-adds is sampled by rows.
+constexpr double kFullGoldenMacs = 4e9;
+constexpr int64_t kSampleRows = 96;
+
+int64_t sym(const WorkloadSpec& w, const char* s) { return w.symbols.at(s); }
+
+bool gated(const VariantSpec& v) { return v.name == "SiluUp"; }
+bool scaled(const VariantSpec& v) { return v.name == "RowScaleF32"; }
+
+ops::WeightLayout layout_of(const WorkloadSpec& w) {
+  const std::string& l = w.params.at("layout");
+  if (l == "nk") return ops::WeightLayout::kNK;
+  if (l == "kn") return ops::WeightLayout::kKN;
+  throw Error(ErrorKind::kInvalidArgument, fmt::format("{}: workload '{}': layout '{}' is not nk or kn", kOp, w.name, l));
+}
+
+bool per_expert(const WorkloadSpec& w) {
+  const std::string& f = w.params.at("weights");
+  if (f != "stacked" && f != "per_expert")
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("{}: workload '{}': weights '{}' is not stacked or per_expert", kOp, w.name, f));
+  return f == "per_expert";
+}
+
+ops::ExpertWeights weights_of(const TensorView& t, ops::WeightLayout layout, bool split) {
+  ops::ExpertWeights w;
+  w.layout = layout;
+  if (!split) {
+    w.stacked = t;
+    return w;
+  }
+  const int64_t E = t.shape[0], r = t.shape[1], c = t.shape[2];
+  for (int64_t e = 0; e < E; ++e)
+    w.per_expert.emplace_back(static_cast<char*>(t.data) + e * r * c * int64_t(dtype_size(t.dtype)), t.dtype,
+                              Shape{r, c}, t.device);
+  return w;
+}
+
+class MoeGroupedGemmAdapter final : public OpAdapter {
+ public:
+  std::string name() const override { return kOp; }
+
+  CaseData generate(const Case& c) const override {
+    const WorkloadSpec& w = *c.workload;
+    const VariantSpec& v = *c.variant;
+    const DType dt = *parse_dtype(w.dtype);
+    const int64_t T = sym(w, "T"), topk = sym(w, "topk"), E = sym(w, "E"), N = sym(w, "N"), K = sym(w, "K");
+    CaseData d;
+    d.seed = c.seed;
+    // Routing and its layout (the mapping golden), as the layer would make them.
+    const int64_t bm = sym(w, "block_m") ? sym(w, "block_m")
+                                          : ops::moe_grouped_gemm_block_m(double(T * topk) / double(std::max<int64_t>(E, 1)));
+    HostTensor ids(DType::kI32, {T, topk});
+    fill_routing_ids(kOp, w, c.seed, ids.ptr<int32_t>(), T, topk, E);
+    const MappingLayout m = map_routing(ids, E, bm);
+    d.inputs["a_index"] = m.pos_to_token;
+    d.inputs["tile_expert"] = m.tile_expert;
+    d.inputs["num_tiles"] = m.num_tiles;
+    const int64_t rows = m.pos_to_token.shape()[0];
+    // Unit-variance outputs: uniform A in [-1, 1], weights in +-sqrt(3 / K).
+    const float ws = std::sqrt(3.0f / float(std::max<int64_t>(K, 1)));
+    const bool kn = layout_of(w) == ops::WeightLayout::kKN;
+    const Shape wshape = kn ? Shape{E, K, N} : Shape{E, N, K};
+    d.generated["a"] = {dt, {T, K}, kA, -1.f, 1.f};
+    d.generated["w"] = {dt, wshape, kW, -ws, ws};
+    if (gated(v)) d.generated["w_up"] = {dt, wshape, kWUp, -ws, ws};
+    if (scaled(v)) {
+      HostTensor s(DType::kF32, {rows});
+      fill_uniform(s.view(), c.seed, kScale, 0.5f, 2.0f);
+      d.inputs["row_scale"] = s;
+    }
+    const DType out = scaled(v) ? DType::kF32 : dt;
+    d.outputs = {{"out", out, {rows, N}}};
+    int64_t used = 0;
+    for (int64_t e = 0; e < E; ++e) used += m.counts[size_t(e)];
+    d.symbols = {{"T", double(T)},       {"topk", double(topk)},  {"E", double(E)},
+                 {"N", double(N)},       {"K", double(K)},        {"block_m", double(bm)},
+                 {"rows", double(rows)}, {"used_rows", double(used)}, {"touched", double(m.touched)},
+                 {"elem_bytes", double(dtype_size(dt))}, {"out_bytes", double(dtype_size(out))},
+                 {"layout_kn", kn ? 1.0 : 0.0}, {"per_expert", per_expert(w) ? 1.0 : 0.0}};
+    return d;
+  }
+
+  void golden(const CaseData& d, const Tensors& out) const override {
+    auto r = ref_of(d, out.at("out"));
+    const auto mask = golden_rows(r, kFullGoldenMacs, kSampleRows);
+    r.row_mask = mask.data();
+    reference::moe_grouped_gemm(r);
+  }
+
+  void run(const CaseData& d, const Tensors& in, const Tensors& out, DeviceType backend, CUstream stream,
+           const RunOptions& o) const override {
+    const auto a = args_of(d, in, out);
+    if (backend == DeviceType::kCUDA) ops::moe_grouped_gemm(a, stream, op_options(o));
+    else ops::moe_grouped_gemm_cpu(a);
+  }
+
+  bool compare(const CaseData& d, const OpSpec& op, const Tensors& want, const Tensors& got,
+               nlohmann::json& r) const override {
+    auto ref = ref_of(d, want.at("out"));
+    const auto mask = golden_rows(ref, kFullGoldenMacs, kSampleRows);
+    return compare_rows(op.tolerance, mask, want.at("out"), got.at("out"), r);
+  }
+
+  F64Check check_f64(const CaseData& d, const Tensors& out) const override {
+    auto r = ref_of(d, out.at("out"));
+    const auto mask = golden_rows(r, kFullGoldenMacs, kSampleRows);
+    return check_rows_f64(r, mask, out.at("out"));
+  }
+
+  std::vector<jit::KernelSpec> kernels(const Case& c, const RunOptions& o) const override {
+    CaseData d = shape_only(c);
+    if (d.outputs[0].shape[0] == 0) return {};
+    Device dev{DeviceType::kCUDA, 0};
+    void* fake = reinterpret_cast<void*>(uintptr_t(1) << 20);
+    Tensors in, out;
+    for (auto& [n, g] : d.generated) in[n] = TensorView(fake, g.dtype, g.shape, dev);
+    for (auto& [n, t] : d.inputs) in[n] = TensorView(fake, t.dtype(), t.shape(), dev);
+    out["out"] = TensorView(fake, d.outputs[0].dtype, d.outputs[0].shape, dev);
+    const auto a = args_of(d, in, out);
+    ops::validate_moe_grouped_gemm(a, DeviceType::kCUDA);
+    return {ops::moe_grouped_gemm_kernel_spec(a, ops::moe_grouped_gemm_config(a, op_options(o).config))};
+  }
+
+ private:
+  // The case's shapes without its data (for `compile`: no routing needed).
+  static CaseData shape_only(const Case& c) {
+    const WorkloadSpec& w = *c.workload;
+    const DType dt = *parse_dtype(w.dtype);
+    const int64_t T = sym(w, "T"), topk = sym(w, "topk"), E = sym(w, "E"), N = sym(w, "N"), K = sym(w, "K");
+    const int64_t bm = sym(w, "block_m") ? sym(w, "block_m")
+                                          : ops::moe_grouped_gemm_block_m(double(T * topk) / double(std::max<int64_t>(E, 1)));
+    const int64_t rows = ops::moe_fused_mapping_rows(T, topk, E, bm);
+    const bool kn = layout_of(w) == ops::WeightLayout::kKN;
+    CaseData d;
+    d.inputs["a_index"] = HostTensor(DType::kI32, {rows});
+    d.inputs["tile_expert"] = HostTensor(DType::kI32, {rows / bm});
+    d.inputs["num_tiles"] = HostTensor(DType::kI32, {1});
+    d.generated["a"] = {dt, {T, K}, kA, 0, 0};
+    d.generated["w"] = {dt, kn ? Shape{E, K, N} : Shape{E, N, K}, kW, 0, 0};
+    if (gated(*c.variant)) d.generated["w_up"] = d.generated["w"];
+    if (scaled(*c.variant)) d.inputs["row_scale"] = HostTensor(DType::kF32, {rows});
+    d.outputs = {{"out", scaled(*c.variant) ? DType::kF32 : dt, {rows, N}}};
+    d.symbols = {{"layout_kn", kn ? 1.0 : 0.0}, {"per_expert", per_expert(w) ? 1.0 : 0.0}};
+    return d;
+  }
+
+  static ops::MoeGroupedGemmOptions op_options(const RunOptions& o) {
+    ops::MoeGroupedGemmOptions m;
+    m.compile = o.compile;
+    for (auto& [k, v] : o.config) {
+      if (k == "block_m") m.config.block_m = v;
+      else if (k == "block_n") m.config.block_n = v;
+      else if (k == "stages") m.config.stages = v;
+      else if (k == "warps_m") m.config.warps_m = v;
+      else if (k == "warps_n") m.config.warps_n = v;
+      else
+        throw_arg_error(ErrorKind::kInvalidArgument, kOp, "--config", "keys block_m, block_n, stages, warps_m, warps_n",
+                        "'" + k + "'");
+    }
+    return m;
+  }
+
+  static ops::MoeGroupedGemmArgs args_of(const CaseData& d, const Tensors& in, const Tensors& out) {
+    const bool kn = is_kn(d);
+    const bool split = is_per_expert(d);
+    const auto layout = kn ? ops::WeightLayout::kKN : ops::WeightLayout::kNK;
+    ops::MoeGroupedGemmArgs a;
+    a.a = in.at("a");
+    a.a_index = in.at("a_index");
+    a.tile_expert = in.at("tile_expert");
+    a.num_tiles = in.at("num_tiles");
+    a.w = weights_of(in.at("w"), layout, split);
+    if (auto it = in.find("w_up"); it != in.end()) a.w_up = weights_of(it->second, layout, split);
+    if (auto it = in.find("row_scale"); it != in.end()) a.row_scale = it->second;
+    a.out = out.at("out");
+    return a;
+  }
+  static bool is_kn(const CaseData& d) { return d.symbols.count("layout_kn") && d.symbols.at("layout_kn") != 0; }
+  static bool is_per_expert(const CaseData& d) {
+    return d.symbols.count("per_expert") && d.symbols.at("per_expert") != 0;
+  }
+
+  static reference::MoeGroupedGemmRef ref_of(const CaseData& d, const TensorView& out) {
+    const GeneratedInput& ga = d.generated.at("a");
+    const int64_t K = ga.shape[1], N = out.shape[1], M = out.shape[0];
+    const bool kn = is_kn(d);
+    reference::MoeGroupedGemmRef r{};
+    const uint64_t seed = d.seed;
+    r.load_a = [ga, seed, K](int64_t src, float* row) { generated_values(ga, seed, src * K, K, row); };
+    const GeneratedInput gw = d.generated.at("w");
+    const GeneratedInput gu = d.generated.count("w_up") ? d.generated.at("w_up") : gw;
+    r.load_w = [gw, gu, seed, N, K, kn](int64_t e, int which, float* nk) {
+      load_generated_expert(which ? gu : gw, seed, e, N, K, kn, nk);
+    };
+    r.gated = d.generated.count("w_up") > 0;
+    const HostTensor& tiles = d.inputs.at("tile_expert");
+    r.a_index = d.inputs.at("a_index").ptr<int32_t>();
+    r.tile_expert = tiles.ptr<int32_t>();
+    r.num_tiles = d.inputs.at("num_tiles").ptr<int32_t>();
+    r.row_scale = d.inputs.count("row_scale") ? d.inputs.at("row_scale").ptr<float>() : nullptr;
+    r.out = out.data, r.out_dtype = out.dtype;
+    r.M = M, r.N = N, r.K = K, r.E = gw.shape[0], r.a_rows = ga.shape[0];
+    r.block_m = tiles.shape()[0] ? M / tiles.shape()[0] : 1;
+    return r;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<OpAdapter> make_moe_grouped_gemm_adapter() { return std::make_unique<MoeGroupedGemmAdapter>(); }
+
+}  // namespace tilecraft::harness
