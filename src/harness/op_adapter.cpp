@@ -8,6 +8,7 @@ std::unique_ptr<OpAdapter> make_moe_reduce_fused_adapter();
 std::unique_ptr<OpAdapter> make_moe_topk_gate_adapter();
 std::unique_ptr<OpAdapter> make_moe_fused_mapping_adapter();
 std::unique_ptr<OpAdapter> make_moe_grouped_gemm_adapter();
+std::unique_ptr<OpAdapter> make_fused_moe_adapter();
 
 namespace {
 const std::map<std::string, std::unique_ptr<OpAdapter>>& registry() {
@@ -18,6 +19,7 @@ const std::map<std::string, std::unique_ptr<OpAdapter>>& registry() {
     add(make_moe_topk_gate_adapter());
     add(make_moe_fused_mapping_adapter());
     add(make_moe_grouped_gemm_adapter());
+    add(make_fused_moe_adapter());
     return m;
   }();
   return r;

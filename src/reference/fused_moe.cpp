@@ -28,39 +28,67 @@ void matvec(const float* a, const float* W, float* y, int64_t N, int64_t Kd) {
 }
 }  // namespace
 
+void fused_moe_router_row(const float* x, const float* w_router, int64_t E, int64_t H, float* logits) {
+  matvec(x, w_router, logits, E, H);
+}
+
+void fused_moe_expert_row(const float* x, const float* wg, const float* wu, const float* wd, int64_t H, int64_t I,
+                          DType act, float* y) {
+  std::vector<float> g(static_cast<size_t>(I)), u(static_cast<size_t>(I));
+  matvec(x, wg, g.data(), I, H);
+  matvec(x, wu, u.data(), I, H);
+  for (int64_t i = 0; i < I; ++i) {
+    const float silu = g[size_t(i)] / (1.0f + std::exp(-g[size_t(i)]));
+    g[size_t(i)] = round_to(silu * u[size_t(i)], act);
+  }
+  matvec(g.data(), wd, y, H, I);
+  for (int64_t h = 0; h < H; ++h) y[h] = round_to(y[h], act);
+}
+
+void fused_moe_combine_row(const float* const* y, const float* w, int64_t K, int64_t H, DType act, float* out) {
+  for (int64_t h = 0; h < H; ++h) {
+    float acc = 0.f;
+    for (int64_t k = 0; k < K; ++k)
+      if (y[k]) acc = std::fma(y[k][h], w[k], acc);
+    out[h] = round_to(acc, act);
+  }
+}
+
 void fused_moe(const FusedMoeRef& r) {
-  // Routing: router GEMM, then the gate golden.
-  std::vector<float> logits(size_t(r.T * r.E));
-  parallel_for(r.T, r.E * r.H, [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) matvec(r.x + t * r.H, r.w_router, logits.data() + t * r.E, r.E, r.H);
-  });
   std::vector<int32_t> ids(size_t(r.T * r.K));
   std::vector<float> w(size_t(r.T * r.K));
-  MoeTopkGateRef gate{logits.data(), r.bias,       ids.data(),   w.data(),     r.T,         r.E,
-                      r.K,           r.sigmoid_grouped, r.renormalize, r.n_group, r.topk_group, r.scale};
-  moe_topk_gate_rows(gate, 0, r.T);
+  if (r.given_routing) {
+    std::copy(r.ids, r.ids + r.T * r.K, ids.begin());
+    std::copy(r.weights, r.weights + r.T * r.K, w.begin());
+  } else {  // router GEMM, then the gate golden
+    std::vector<float> logits(size_t(r.T * r.E));
+    parallel_for(r.T, r.E * r.H, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t)
+        fused_moe_router_row(r.x + t * r.H, r.w_router, r.E, r.H, logits.data() + t * r.E);
+    });
+    MoeTopkGateRef gate{logits.data(), r.bias,       ids.data(),   w.data(),     r.T,         r.E,
+                        r.K,           r.sigmoid_grouped, r.renormalize, r.n_group, r.topk_group, r.scale};
+    moe_topk_gate_rows(gate, 0, r.T);
+  }
   // Experts, then the combine in k order.
   parallel_for(r.T, r.K * 3 * r.H * r.I, [&](int64_t b, int64_t e) {
-    std::vector<float> g(size_t(r.I)), u(size_t(r.I)), y(size_t(r.H)), acc(size_t(r.H));
+    std::vector<float> y(size_t(r.K * r.H));
+    std::vector<const float*> rows(size_t(r.K));
     for (int64_t t = b; t < e; ++t) {
-      std::fill(acc.begin(), acc.end(), 0.f);
       for (int64_t k = 0; k < r.K; ++k) {
         const int64_t ex = ids[size_t(t * r.K + k)];
-        matvec(r.x + t * r.H, r.w_gate + ex * r.I * r.H, g.data(), r.I, r.H);
-        matvec(r.x + t * r.H, r.w_up + ex * r.I * r.H, u.data(), r.I, r.H);
-        for (int64_t i = 0; i < r.I; ++i) {
-          const float silu = g[size_t(i)] / (1.0f + std::exp(-g[size_t(i)]));
-          g[size_t(i)] = round_to(silu * u[size_t(i)], r.act);
-        }
-        matvec(g.data(), r.w_down + ex * r.H * r.I, y.data(), r.H, r.I);
-        const float wk = w[size_t(t * r.K + k)];
-        for (int64_t h = 0; h < r.H; ++h) acc[size_t(h)] = std::fma(round_to(y[size_t(h)], r.act), wk, acc[size_t(h)]);
+        rows[size_t(k)] = nullptr;
+        if (ex < 0 || ex >= r.E) continue;  // a dropped slot contributes nothing
+        float* yk = y.data() + k * r.H;
+        fused_moe_expert_row(r.x + t * r.H, r.w_gate + ex * r.I * r.H, r.w_up + ex * r.I * r.H,
+                             r.w_down + ex * r.H * r.I, r.H, r.I, r.act, yk);
+        rows[size_t(k)] = yk;
       }
-      for (int64_t h = 0; h < r.H; ++h) r.out[t * r.H + h] = round_to(acc[size_t(h)], r.act);
+      fused_moe_combine_row(rows.data(), w.data() + t * r.K, r.K, r.H, r.act, r.out + t * r.H);
     }
   });
-  if (r.ids) std::copy(ids.begin(), ids.end(), r.ids);
-  if (r.weights) std::copy(w.begin(), w.end(), r.weights);
+  if (r.ids && !r.given_routing) std::copy(ids.begin(), ids.end(), r.ids);
+  if (r.weights && !r.given_routing) std::copy(w.begin(), w.end(), r.weights);
 }
 
 }  // namespace tilecraft::reference

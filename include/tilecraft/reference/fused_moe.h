@@ -21,18 +21,30 @@ struct FusedMoeRef {
   const float* w_down;    // [E, H, I]
   const float* bias;      // [E] correction bias (sigmoid routing) or null
   float* out;             // [T, H], rounded to `act`
-  int32_t* ids;           // [T, K] (out, may be null)
-  float* weights;         // [T, K] (out, may be null)
+  int32_t* ids;           // [T, K] (out, may be null; in when given_routing)
+  float* weights;         // [T, K] (out, may be null; in when given_routing)
   int64_t T, H, I, E, K;
   bool sigmoid_grouped = false, renormalize = false;
   int n_group = 1, topk_group = 1;
   float scale = 1.0f;
   DType act = DType::kBF16;
+  bool given_routing = false;  // skip router and gate: ids and weights are inputs
 };
 
 // Rounds v to `t` and back (identity for fp32).
 float round_to(float v, DType t);
 
 void fused_moe(const FusedMoeRef& r);
+
+// The layer's pieces for one token, as fused_moe composes them (the harness
+// uses them for goldens over sampled tokens of model-sized layers).
+// logits[e] = sum_h x[h] * w_router[e, h] (fp32, h order).
+void fused_moe_router_row(const float* x, const float* w_router, int64_t E, int64_t H, float* logits);
+// y = round(round(silu(x Wg^T) * (x Wu^T)) Wd^T); wg, wu [I, H], wd [H, I].
+void fused_moe_expert_row(const float* x, const float* wg, const float* wu, const float* wd, int64_t H, int64_t I,
+                          DType act, float* y);
+// out[h] = round(fma over k in order of y[k][h] * w[k]); y[k] already rounded,
+// null for a dropped slot.
+void fused_moe_combine_row(const float* const* y, const float* w, int64_t K, int64_t H, DType act, float* out);
 
 }  // namespace tilecraft::reference

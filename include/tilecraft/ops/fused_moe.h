@@ -1,0 +1,82 @@
+#pragma once
+// fused_moe: the routed-experts MoE layer as one chain on one stream, with no
+// host synchronisation (so it is CUDA-graph capturable):
+//   router GEMM (grouped GEMM, one group, fp32 logits) -> moe_topk_gate ->
+//   moe_fused_mapping -> moe_grouped_gemm gate/up (gathered A, silu*up) ->
+//   moe_grouped_gemm down -> moe_reduce_fused (weighted, k in order).
+// Deterministic: no atomics anywhere, so equal inputs give equal bits.
+// Spec: shared ops/fused_moe.md.
+#include <cuda.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tilecraft/ops/moe_grouped_gemm.h"
+#include "tilecraft/ops/moe_topk_gate.h"
+#include "tilecraft/tensor.h"
+
+namespace tilecraft::ops {
+
+struct FusedMoeArgs {
+  TensorView x;                    // [T, H] fp16 | bf16
+  TensorView w_router;             // [E, H] (nn.Linear layout), dtype of x
+  ExpertWeights w_gate, w_up;      // per expert [I, H] (NK) or [H, I] (KN, the race's)
+  ExpertWeights w_down;            // per expert [H, I] (NK) or [I, H] (KN)
+  std::optional<TensorView> bias;  // [E] fp32 correction bias (sigmoid routing)
+  TensorView out;                  // [T, H] dtype of x
+  // The routing [T, K]: outputs when the caller wants them, or inputs with
+  // FusedMoeParams::given_routing (router and gate skipped: the experts part).
+  std::optional<TensorView> ids;      // int32
+  std::optional<TensorView> weights;  // fp32
+};
+
+struct FusedMoeParams {
+  int top_k = 1;
+  MoeTopkGateParams gate;
+  bool given_routing = false;  // ids and weights are inputs (values outside [0, E) drop the slot)
+};
+
+// Device buffers of the chain's intermediates, kept between calls (a layer
+// object owns one); grown when a call needs more. One per stream at a time.
+class FusedMoeWorkspace {
+ public:
+  FusedMoeWorkspace() = default;
+  ~FusedMoeWorkspace();
+  FusedMoeWorkspace(const FusedMoeWorkspace&) = delete;
+  FusedMoeWorkspace& operator=(const FusedMoeWorkspace&) = delete;
+  CUdeviceptr reserve(size_t bytes, int device);  // may free and reallocate (syncs the device then)
+  size_t bytes() const { return bytes_; }
+
+ private:
+  CUdeviceptr ptr_ = 0;
+  size_t bytes_ = 0;
+  int device_ = -1;
+};
+
+// Stages of the chain, for timing one at a time (`bench` breaks the layer down).
+enum class FusedMoeStage : unsigned {
+  kRouter = 1, kGate = 2, kMapping = 4, kGateUp = 8, kDown = 16, kCombine = 32, kAll = 63
+};
+
+struct FusedMoeOptions {
+  MoeGroupedGemmConfig gate_up, down;  // grouped GEMM overrides (block_m shared: the mapping's)
+  unsigned stages = unsigned(FusedMoeStage::kAll);  // run only these (later stages read the workspace)
+  jit::CompileOptions compile;
+};
+
+void validate_fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, DeviceType backend);
+// Bytes of workspace a call with these shapes needs.
+size_t fused_moe_workspace_bytes(const FusedMoeArgs& a, const FusedMoeParams& p);
+// The tile height the mapping pads to and both grouped GEMMs use.
+int fused_moe_block_m(const FusedMoeArgs& a, const FusedMoeParams& p, const FusedMoeOptions& o = {});
+// Kernels the chain compiles for these shapes (for `compile` / `inspect`).
+std::vector<jit::KernelSpec> fused_moe_kernel_specs(const FusedMoeArgs& a, const FusedMoeParams& p,
+                                                    const FusedMoeOptions& o = {});
+
+// ws null: stream-ordered scratch for this call only.
+void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, FusedMoeWorkspace* ws = nullptr,
+               const FusedMoeOptions& o = {});
+void fused_moe_cpu(const FusedMoeArgs& a, const FusedMoeParams& p);
+
+}  // namespace tilecraft::ops

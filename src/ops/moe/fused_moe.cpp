@@ -1,0 +1,343 @@
+#include "tilecraft/ops/fused_moe.h"
+
+#include <algorithm>
+
+#include "ops/check.h"
+#include "tilecraft/error.h"
+#include "tilecraft/ops/moe_fused_mapping.h"
+#include "tilecraft/ops/moe_reduce_fused.h"
+#include "tilecraft/reference/fused_moe.h"
+#include "tilecraft/runtime/device.h"
+#include "tilecraft/runtime/driver.h"
+
+namespace tilecraft::ops {
+namespace {
+
+constexpr const char* kOp = "fused_moe";
+constexpr int kMaxTopK = 32;  // moe_reduce_fused keeps a token's K rows in registers
+
+// One expert's matrix as stored: (rows, cols).
+std::pair<int64_t, int64_t> expert_shape(const ExpertWeights& w) {
+  const TensorView& t = w.stacked ? *w.stacked : w.per_expert.front();
+  return w.stacked ? std::pair{t.shape[1], t.shape[2]} : std::pair{t.shape[0], t.shape[1]};
+}
+
+void check_expert_set(const ExpertWeights& w, const char* arg, int64_t E, DType dt, DeviceType backend) {
+  TC_CHECK_ARG(w.stacked || !w.per_expert.empty(), kOp, arg, "a stacked tensor or one tensor per expert",
+               "no tensors");
+  TC_CHECK_ARG(w.num_experts() == E, kOp, arg, fmt::format("{} experts (rows of w_router)", E),
+               fmt::format("{} experts", w.num_experts()));
+  if (w.stacked) check_tensor(*w.stacked, kOp, arg, {dt}, 3, backend);
+  for (size_t e = 0; e < w.per_expert.size(); ++e) {
+    const std::string name = fmt::format("{}[{}]", arg, e);
+    check_tensor(w.per_expert[e], kOp, name.c_str(), {dt}, 2, backend);
+    TC_CHECK_ARG(w.per_expert[e].shape == w.per_expert[0].shape, kOp, name,
+                 "the shape of " + std::string(arg) + "[0] " + w.per_expert[0].shape.str(),
+                 w.per_expert[e].describe());
+  }
+}
+
+struct Dims {
+  int64_t T, H, I, E, K;
+};
+
+Dims dims_of(const FusedMoeArgs& a, const FusedMoeParams& p) {
+  const auto [gr, gc] = expert_shape(a.w_gate);
+  const int64_t I = a.w_gate.layout == WeightLayout::kNK ? gr : gc;
+  return {a.x.shape[0], a.x.shape[1], I, a.w_router.shape[0], p.top_k};
+}
+
+// 256-byte aligned carve-out of the workspace, in a fixed order.
+struct Carver {
+  CUdeviceptr base = 0;
+  size_t used = 0;
+  CUdeviceptr take(size_t bytes) {
+    const CUdeviceptr p = base + used;
+    used += (bytes + 255) / 256 * 256;
+    return p;
+  }
+};
+
+struct Buffers {
+  TensorView logits, ids, weights, counts, offsets, slot_pos, pos_to_token, tile_expert, num_tiles, h, y;
+};
+
+Buffers carve(const FusedMoeArgs& a, const Dims& d, int64_t bm, CUdeviceptr base, size_t* bytes) {
+  const int64_t rows = moe_fused_mapping_rows(d.T, d.K, d.E, bm);
+  const Device dev{DeviceType::kCUDA, a.x.device.index};
+  Carver c{base, 0};
+  auto view = [&](DType t, Shape s) {
+    const CUdeviceptr p = c.take(size_t(s.numel()) * dtype_size(t));
+    return TensorView(reinterpret_cast<void*>(p), t, s, dev);
+  };
+  Buffers b;
+  b.logits = view(DType::kF32, {d.T, d.E});
+  b.ids = a.ids ? *a.ids : view(DType::kI32, {d.T, d.K});
+  b.weights = a.weights ? *a.weights : view(DType::kF32, {d.T, d.K});
+  b.counts = view(DType::kI32, {d.E});
+  b.offsets = view(DType::kI32, {d.E + 1});
+  b.slot_pos = view(DType::kI32, {d.T, d.K});
+  b.pos_to_token = view(DType::kI32, {rows});
+  b.tile_expert = view(DType::kI32, {rows / bm});
+  b.num_tiles = view(DType::kI32, {1});
+  b.h = view(a.x.dtype, {rows, d.I});
+  b.y = view(a.x.dtype, {rows, d.H});
+  *bytes = c.used;
+  return b;
+}
+
+MoeGroupedGemmArgs router_args(const FusedMoeArgs& a, const Buffers& b) {
+  MoeGroupedGemmArgs g;
+  g.a = a.x;
+  TensorView w = a.w_router;
+  w.shape = Shape{1, a.w_router.shape[0], a.w_router.shape[1]};
+  w.strides = Shape{a.w_router.shape[0] * a.w_router.shape[1], a.w_router.shape[1], 1};
+  g.w.stacked = w;
+  g.out = b.logits;
+  return g;
+}
+
+MoeGroupedGemmArgs gate_up_args(const FusedMoeArgs& a, const Buffers& b) {
+  MoeGroupedGemmArgs g;
+  g.a = a.x;
+  g.a_index = b.pos_to_token;
+  g.tile_expert = b.tile_expert;
+  g.num_tiles = b.num_tiles;
+  g.w = a.w_gate;
+  g.w_up = a.w_up;
+  g.out = b.h;
+  return g;
+}
+
+MoeGroupedGemmArgs down_args(const FusedMoeArgs& a, const Buffers& b) {
+  MoeGroupedGemmArgs g;
+  g.a = b.h;
+  g.tile_expert = b.tile_expert;
+  g.num_tiles = b.num_tiles;
+  g.w = a.w_down;
+  g.out = b.y;
+  return g;
+}
+
+bool runs(const FusedMoeOptions& o, FusedMoeStage s) { return (o.stages & unsigned(s)) != 0; }
+
+}  // namespace
+
+FusedMoeWorkspace::~FusedMoeWorkspace() {
+  if (ptr_) rt::driver().cuMemFree(ptr_);  // no throw from a destructor
+}
+
+CUdeviceptr FusedMoeWorkspace::reserve(size_t bytes, int device) {
+  if (bytes <= bytes_ && device == device_) return ptr_;
+  rt::ensure_context(device);
+  if (ptr_) {
+    TC_DRV(cuCtxSynchronize);  // earlier calls may still use the old buffer
+    TC_DRV(cuMemFree, ptr_);
+    ptr_ = 0, bytes_ = 0;
+  }
+  TC_DRV(cuMemAlloc, &ptr_, std::max<size_t>(bytes, 256));
+  bytes_ = bytes, device_ = device;
+  return ptr_;
+}
+
+void validate_fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, DeviceType backend) {
+  check_tensor(a.x, kOp, "x", {DType::kF16, DType::kBF16}, 2, backend);
+  const DType dt = a.x.dtype;
+  check_tensor(a.w_router, kOp, "w_router", {dt}, 2, backend);
+  const int64_t T = a.x.shape[0], H = a.x.shape[1], E = a.w_router.shape[0];
+  TC_CHECK_ARG(H >= 1, kOp, "x", "H >= 1 columns", a.x.describe());
+  TC_CHECK_ARG(a.w_router.shape[1] == H, kOp, "w_router", fmt::format("[E, H] with H = {} (columns of x)", H),
+               a.w_router.describe());
+  TC_CHECK_ARG(E >= 1, kOp, "w_router", "at least one expert", a.w_router.describe());
+  TC_CHECK_ARG(p.top_k >= 1 && p.top_k <= std::min<int64_t>(E, kMaxTopK), kOp, "top_k",
+               fmt::format("1..{} (experts, at most {})", std::min<int64_t>(E, kMaxTopK), kMaxTopK),
+               std::to_string(p.top_k));
+  check_expert_set(a.w_gate, "w_gate", E, dt, backend);
+  check_expert_set(a.w_up, "w_up", E, dt, backend);
+  check_expert_set(a.w_down, "w_down", E, dt, backend);
+  const Dims d = dims_of(a, p);
+  const bool kn = a.w_gate.layout == WeightLayout::kKN;
+  const auto gate_want = kn ? std::pair{H, d.I} : std::pair{d.I, H};
+  const auto down_want = kn ? std::pair{d.I, H} : std::pair{H, d.I};
+  auto shape_str = [](std::pair<int64_t, int64_t> s) { return fmt::format("[{}, {}]", s.first, s.second); };
+  TC_CHECK_ARG(expert_shape(a.w_gate) == gate_want, kOp, "w_gate",
+               fmt::format("{} per expert ({} layout, H = {})", shape_str(gate_want), weight_layout_name(a.w_gate.layout), H),
+               shape_str(expert_shape(a.w_gate)));
+  TC_CHECK_ARG(a.w_up.layout == a.w_gate.layout && expert_shape(a.w_up) == gate_want, kOp, "w_up",
+               fmt::format("{} per expert in the {} layout (as w_gate)", shape_str(gate_want),
+                           weight_layout_name(a.w_gate.layout)),
+               fmt::format("{} in the {} layout", shape_str(expert_shape(a.w_up)), weight_layout_name(a.w_up.layout)));
+  TC_CHECK_ARG(a.w_down.layout == a.w_gate.layout && expert_shape(a.w_down) == down_want, kOp, "w_down",
+               fmt::format("{} per expert in the {} layout (as w_gate)", shape_str(down_want),
+                           weight_layout_name(a.w_gate.layout)),
+               fmt::format("{} in the {} layout", shape_str(expert_shape(a.w_down)),
+                           weight_layout_name(a.w_down.layout)));
+  check_tensor(a.out, kOp, "out", {dt}, Shape{T, H}, backend);
+  if (a.bias) check_tensor(*a.bias, kOp, "bias", {DType::kF32}, Shape{E}, backend);
+  if (a.ids) check_tensor(*a.ids, kOp, "ids", {DType::kI32}, Shape{T, p.top_k}, backend);
+  if (a.weights) check_tensor(*a.weights, kOp, "weights", {DType::kF32}, Shape{T, p.top_k}, backend);
+  if (p.given_routing)
+    TC_CHECK_ARG(a.ids && a.weights, kOp, "ids", "ids and weights tensors [T, K] when the routing is given",
+                 a.ids ? "no weights" : "no ids");
+  // Routing parameters, with this op's name on the message.
+  if (p.gate.mode == GateMode::kSigmoidGroupedTopk) {
+    TC_CHECK_ARG(p.gate.n_group >= 1 && E % p.gate.n_group == 0, kOp, "n_group",
+                 fmt::format("a divisor of E = {}", E), std::to_string(p.gate.n_group));
+    TC_CHECK_ARG(p.gate.topk_group >= 1 && p.gate.topk_group <= p.gate.n_group, kOp, "topk_group",
+                 fmt::format("1..n_group ({})", p.gate.n_group), std::to_string(p.gate.topk_group));
+  } else {
+    TC_CHECK_ARG(!a.bias, kOp, "bias", "no correction bias in softmax_topk routing", a.bias->describe());
+  }
+  if (backend == DeviceType::kCUDA) {
+    const int dev = a.x.device.index;
+    auto same = [&](const TensorView& t, const std::string& arg) {
+      TC_CHECK_ARG(t.device.index == dev, kOp, arg, fmt::format("a tensor on cuda:{} (where x is)", dev),
+                   t.describe());
+    };
+    same(a.w_router, "w_router");
+    same(a.out, "out");
+    if (a.bias) same(*a.bias, "bias");
+    if (a.ids) same(*a.ids, "ids");
+    if (a.weights) same(*a.weights, "weights");
+  }
+}
+
+int fused_moe_block_m(const FusedMoeArgs& a, const FusedMoeParams& p, const FusedMoeOptions& o) {
+  if (o.gate_up.block_m) return o.gate_up.block_m;
+  const Dims d = dims_of(a, p);
+  return moe_grouped_gemm_block_m(double(d.T * d.K) / double(d.E));
+}
+
+size_t fused_moe_workspace_bytes(const FusedMoeArgs& a, const FusedMoeParams& p) {
+  size_t bytes = 0;
+  carve(a, dims_of(a, p), fused_moe_block_m(a, p), 0, &bytes);
+  return bytes;
+}
+
+std::vector<jit::KernelSpec> fused_moe_kernel_specs(const FusedMoeArgs& a, const FusedMoeParams& p,
+                                                    const FusedMoeOptions& o) {
+  validate_fused_moe(a, p, DeviceType::kCUDA);
+  const Dims d = dims_of(a, p);
+  if (d.T == 0) return {};
+  size_t bytes = 0;
+  const int64_t bm = fused_moe_block_m(a, p, o);
+  // Stand-in addresses: 256-byte aligned like real allocations.
+  const Buffers b = carve(a, d, bm, CUdeviceptr(1) << 20, &bytes);
+  std::vector<jit::KernelSpec> specs;
+  const auto r = router_args(a, b);
+  specs.push_back(moe_grouped_gemm_kernel_spec(r, moe_grouped_gemm_config(r, {})));
+  MoeTopkGateArgs g{b.logits, a.bias, b.ids, b.weights};
+  specs.push_back(moe_topk_gate_kernel_spec(g, p.gate));
+  specs.push_back(moe_fused_mapping_kernel_spec());
+  const auto gu = gate_up_args(a, b);
+  specs.push_back(moe_grouped_gemm_kernel_spec(gu, moe_grouped_gemm_config(gu, o.gate_up)));
+  const auto dn = down_args(a, b);
+  specs.push_back(moe_grouped_gemm_kernel_spec(dn, moe_grouped_gemm_config(dn, o.down)));
+  MoeReduceFusedArgs rf;
+  rf.x = b.y;
+  rf.token_topk_to_pos = b.slot_pos;
+  rf.topk_weights = b.weights;
+  rf.out = a.out;
+  specs.push_back(moe_reduce_fused_config(rf, {}).kernel_spec());
+  return specs;
+}
+
+void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, FusedMoeWorkspace* ws,
+               const FusedMoeOptions& o) {
+  validate_fused_moe(a, p, DeviceType::kCUDA);
+  const Dims d = dims_of(a, p);
+  if (d.T == 0) return;
+  const int dev = a.x.device.index;
+  const int64_t bm = fused_moe_block_m(a, p, o);
+  size_t bytes = 0;
+  carve(a, d, bm, 0, &bytes);
+  std::optional<rt::ScratchBuffer> scratch;
+  CUdeviceptr base = 0;
+  if (ws) {
+    base = ws->reserve(bytes, dev);
+  } else {
+    rt::ensure_context(dev);
+    scratch.emplace(bytes, stream);
+    base = scratch->get();
+  }
+  const Buffers b = carve(a, d, bm, base, &bytes);
+
+  MoeGroupedGemmOptions go;
+  go.compile = o.compile;
+  const bool route = !p.given_routing;
+  if (route && runs(o, FusedMoeStage::kRouter)) moe_grouped_gemm(router_args(a, b), stream, go);
+  if (route && runs(o, FusedMoeStage::kGate)) moe_topk_gate({b.logits, a.bias, b.ids, b.weights}, p.gate, stream, o.compile);
+  if (runs(o, FusedMoeStage::kMapping))
+    moe_fused_mapping({b.ids, b.counts, b.offsets, b.slot_pos, b.pos_to_token, b.tile_expert, b.num_tiles},
+                      {int(d.E), int(bm)}, stream, o.compile);
+  if (runs(o, FusedMoeStage::kGateUp)) {
+    go.config = o.gate_up;
+    moe_grouped_gemm(gate_up_args(a, b), stream, go);
+  }
+  if (runs(o, FusedMoeStage::kDown)) {
+    go.config = o.down;
+    moe_grouped_gemm(down_args(a, b), stream, go);
+  }
+  if (runs(o, FusedMoeStage::kCombine)) {
+    MoeReduceFusedArgs rf;
+    rf.x = b.y;
+    rf.token_topk_to_pos = b.slot_pos;
+    rf.topk_weights = b.weights;
+    rf.out = a.out;
+    MoeReduceFusedOptions ro;
+    ro.compile = o.compile;
+    moe_reduce_fused(rf, stream, ro);
+  }
+}
+
+void fused_moe_cpu(const FusedMoeArgs& a, const FusedMoeParams& p) {
+  validate_fused_moe(a, p, DeviceType::kCPU);
+  const Dims d = dims_of(a, p);
+  auto floats = [](const TensorView& t) {
+    std::vector<float> v(size_t(t.numel()));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = float(load_as_double(t.data, t.dtype, i));
+    return v;
+  };
+  // Every expert matrix as fp32 in nn.Linear ([out, in]) order, stacked.
+  auto stack = [&](const ExpertWeights& w, int64_t out_dim, int64_t in_dim) {
+    std::vector<float> s(size_t(d.E * out_dim * in_dim));
+    const bool kn = w.layout == WeightLayout::kKN;
+    for (int64_t e = 0; e < d.E; ++e) {
+      const TensorView& t = w.stacked ? *w.stacked : w.per_expert[size_t(e)];
+      const size_t base = w.stacked ? size_t(e * out_dim * in_dim) : 0;
+      for (int64_t o = 0; o < out_dim; ++o)
+        for (int64_t i = 0; i < in_dim; ++i)
+          s[size_t((e * out_dim + o) * in_dim + i)] =
+              float(load_as_double(t.data, t.dtype, base + size_t(kn ? i * out_dim + o : o * in_dim + i)));
+    }
+    return s;
+  };
+  const auto x = floats(a.x), wr = floats(a.w_router);
+  const auto wg = stack(a.w_gate, d.I, d.H), wu = stack(a.w_up, d.I, d.H), wd = stack(a.w_down, d.H, d.I);
+  const auto bias = a.bias ? floats(*a.bias) : std::vector<float>();
+  std::vector<float> out(size_t(d.T * d.H));
+  std::vector<int32_t> ids(size_t(d.T * d.K));
+  std::vector<float> w(size_t(d.T * d.K));
+  reference::FusedMoeRef r{x.data(), wr.data(), wg.data(), wu.data(), wd.data(), a.bias ? bias.data() : nullptr,
+                           out.data(), ids.data(), w.data(), d.T, d.H, d.I, d.E, d.K};
+  r.sigmoid_grouped = p.gate.mode == GateMode::kSigmoidGroupedTopk;
+  r.renormalize = p.gate.renormalize;
+  r.n_group = p.gate.n_group;
+  r.topk_group = p.gate.topk_group;
+  r.scale = p.gate.scale;
+  r.act = a.x.dtype;
+  r.given_routing = p.given_routing;
+  if (p.given_routing) {
+    std::copy(a.ids->ptr<int32_t>(), a.ids->ptr<int32_t>() + d.T * d.K, ids.begin());
+    std::copy(a.weights->ptr<float>(), a.weights->ptr<float>() + d.T * d.K, w.begin());
+  }
+  reference::fused_moe(r);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const uint16_t bits = a.x.dtype == DType::kBF16 ? conv::f32_to_bf16(out[i]) : conv::f32_to_f16(out[i]);
+    static_cast<uint16_t*>(a.out.data)[i] = bits;
+  }
+  if (a.ids && !p.given_routing) std::copy(ids.begin(), ids.end(), a.ids->ptr<int32_t>());
+  if (a.weights && !p.given_routing) std::copy(w.begin(), w.end(), a.weights->ptr<float>());
+}
+
+}  // namespace tilecraft::ops
