@@ -22,6 +22,59 @@ namespace tc::moe {
 
 constexpr int kGemmBK = 64;  // K per pipeline stage: one 128-byte shared row of 16-bit values
 
+__device__ __forceinline__ float gemm_silu(float g) { return g / (1.0f + expf(-g)); }
+
+// Output columns col, col + 1 of `row` (col even); pairs as one store when the
+// row layout allows (VEC: N and the row stride multiples of 8).
+template <typename OutT, bool VEC>
+__device__ __forceinline__ void gemm_store_pair(const GroupedGemmParams& p, int row, int col, float v0, float v1) {
+  OutT* c = static_cast<OutT*>(p.c) + (long long)row * p.ldc + col;
+  const bool pair = col + 1 < p.N;
+  if constexpr (VEC) {
+    if (pair) {
+      if constexpr (sizeof(OutT) == 2) {
+        const OutT o[2] = {from_float<OutT>(v0), from_float<OutT>(v1)};
+        *reinterpret_cast<unsigned*>(c) = *reinterpret_cast<const unsigned*>(o);
+      } else {
+        *reinterpret_cast<float2*>(c) = make_float2(v0, v1);
+      }
+      return;
+    }
+  }
+  if (col < p.N) c[0] = from_float<OutT>(v0);
+  if (pair) c[1] = from_float<OutT>(v1);
+}
+
+// 8 consecutive 16-bit elements (fewer when `left` < 8; none when !ok) -> 16
+// shared bytes: one cp.async (VEC: left is then a multiple of 8), or element
+// loads with bounds.
+template <bool VEC>
+__device__ __forceinline__ void gemm_copy_chunk(char* dst, const void* g, bool ok, int left) {
+  if constexpr (VEC) {
+    cp_async_16(dst, g, ok && left > 0);
+  } else {
+    unsigned short v[8];
+    const unsigned short* gs = static_cast<const unsigned short*>(g);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = ok && j < left ? gs[j] : 0;
+    uint4 w;
+    w.x = v[0] | unsigned(v[1]) << 16;
+    w.y = v[2] | unsigned(v[3]) << 16;
+    w.z = v[4] | unsigned(v[5]) << 16;
+    w.w = v[6] | unsigned(v[7]) << 16;
+    *reinterpret_cast<uint4*>(dst) = w;
+  }
+}
+
+// Source row of A for each of a tile's `rows` layout rows (-1: zeros), into shared memory.
+__device__ __forceinline__ void gemm_tile_sources(const GroupedGemmParams& p, int row0, int rows, int* src) {
+  for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+    const int row = row0 + r;
+    const int s = row < p.M ? (p.a_index ? p.a_index[row] : row) : -1;
+    src[r] = s >= 0 && s < p.a_rows ? s : -1;
+  }
+}
+
 template <typename T, typename OutT, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, int LAYOUT, bool DUAL,
           bool VEC, int TABLE>
 struct GroupedGemm {
@@ -78,22 +131,8 @@ struct GroupedGemm {
     }
   }
 
-  // 8 consecutive elements (fewer when `left` < 8; none when !row_ok) -> 16 shared bytes.
   static __device__ __forceinline__ void copy_chunk(char* dst, const T* g, bool row_ok, int left) {
-    if constexpr (VEC) {
-      cp_async_16(dst, g, row_ok && left > 0);  // VEC: left is a multiple of 8
-    } else {
-      unsigned short v[8];
-      const unsigned short* gs = reinterpret_cast<const unsigned short*>(g);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) v[j] = row_ok && j < left ? gs[j] : 0;
-      uint4 w;
-      w.x = v[0] | unsigned(v[1]) << 16;
-      w.y = v[2] | unsigned(v[3]) << 16;
-      w.z = v[4] | unsigned(v[5]) << 16;
-      w.w = v[6] | unsigned(v[7]) << 16;
-      *reinterpret_cast<uint4*>(dst) = w;
-    }
+    gemm_copy_chunk<VEC>(dst, g, row_ok, left);
   }
 
   static __device__ __forceinline__ void compute_stage(const char* stage, float (&acc)[kB][MI][NI][4], int wm, int wn,
@@ -133,27 +172,6 @@ struct GroupedGemm {
     }
   }
 
-  static __device__ __forceinline__ float silu(float g) { return g / (1.0f + expf(-g)); }
-
-  static __device__ __forceinline__ void store_pair(const GroupedGemmParams& p, int row, int col, float v0, float v1) {
-    OutT* c = static_cast<OutT*>(p.c) + (long long)row * p.ldc + col;
-    const bool pair = col + 1 < p.N;
-    if constexpr (sizeof(OutT) == 2) {
-      if (pair && VEC) {
-        const OutT o[2] = {from_float<OutT>(v0), from_float<OutT>(v1)};
-        *reinterpret_cast<unsigned*>(c) = *reinterpret_cast<const unsigned*>(o);
-        return;
-      }
-    } else {
-      if (pair && VEC) {
-        *reinterpret_cast<float2*>(c) = make_float2(v0, v1);
-        return;
-      }
-    }
-    if (col < p.N) c[0] = from_float<OutT>(v0);
-    if (pair) c[1] = from_float<OutT>(v1);
-  }
-
   static __device__ __forceinline__ void run(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L) {
     const GroupedGemmParams& p = L.p;
     extern __shared__ __align__(128) char smem[];
@@ -165,11 +183,7 @@ struct GroupedGemm {
     const int row0 = tile * BM, col0 = blockIdx.y * BN;
 
     int* src = reinterpret_cast<int*>(smem + STAGES * kStageBytes);
-    for (int r = threadIdx.x; r < BM; r += kThreads) {
-      const int row = row0 + r;
-      int s = row < p.M ? (p.a_index ? p.a_index[row] : row) : -1;
-      src[r] = s >= 0 && s < p.a_rows ? s : -1;
-    }
+    gemm_tile_sources(p, row0, BM, src);
     Ctx x{p, {nullptr, nullptr}, src, row0, col0};
 #pragma unroll
     for (int m = 0; m < kB; ++m) {
@@ -220,10 +234,10 @@ struct GroupedGemm {
           const int col = col0 + wn * WN + ni * 8 + (lane & 3) * 2;
           float v0 = acc[0][mi][ni][2 * h], v1 = acc[0][mi][ni][2 * h + 1];
           if constexpr (DUAL) {
-            v0 = silu(v0) * acc[kB - 1][mi][ni][2 * h];
-            v1 = silu(v1) * acc[kB - 1][mi][ni][2 * h + 1];
+            v0 = gemm_silu(v0) * acc[kB - 1][mi][ni][2 * h];
+            v1 = gemm_silu(v1) * acc[kB - 1][mi][ni][2 * h + 1];
           }
-          store_pair(p, row, col, v0 * scale, v1 * scale);
+          gemm_store_pair<OutT, VEC>(p, row, col, v0 * scale, v1 * scale);
         }
       }
   }

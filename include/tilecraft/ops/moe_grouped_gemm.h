@@ -46,9 +46,12 @@ struct MoeGroupedGemmArgs {
   TensorView out;                          // [M, N] same dtype as a, or fp32
 };
 
-// Tile configuration of the mma.sync path. 0 = choose.
+// Tile configuration. 0 = choose. sm90: 1 = the Hopper wgmma kernel (128-row
+// tiles, 16-byte aligned rows, compute capability 9.0), 0 = the mma.sync
+// kernel, -1 = choose (wgmma wherever it applies).
 struct MoeGroupedGemmConfig {
   int block_m = 0, block_n = 0, stages = 0, warps_m = 0, warps_n = 0;
+  int sm90 = -1;
   std::string str() const;
 };
 
@@ -61,8 +64,10 @@ struct MoeGroupedGemmOptions {
 // rows; moe_fused_mapping pads each expert's rows to it.
 int moe_grouped_gemm_block_m(double rows_per_expert);
 
-// The complete configuration for these arguments (heuristic + overrides, validated).
-MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over);
+// The complete configuration for these arguments on a GPU of compute
+// capability `cc_major` (heuristic + overrides, validated).
+MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over,
+                                             int cc_major = 9);
 jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c);
 
 void validate_moe_grouped_gemm(const MoeGroupedGemmArgs& a, DeviceType backend);

@@ -43,7 +43,8 @@ bool vector_ok(const MoeGroupedGemmArgs& a) {
 }
 
 int smem_bytes(const MoeGroupedGemmConfig& c, bool dual) {
-  return c.stages * (c.block_m * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2) + c.block_m * 4;
+  const int ring = c.stages * (c.block_m * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2) + c.block_m * 4;
+  return c.sm90 ? ring + 1024 : ring;  // sm90: slack to align the ring to 1024 bytes (swizzle atoms)
 }
 
 void check_weights(const ExpertWeights& w, const char* arg, DType dtype, int64_t N, int64_t K, DeviceType backend) {
@@ -93,7 +94,8 @@ int64_t block_m_of(const MoeGroupedGemmArgs& a) {
 const char* weight_layout_name(WeightLayout l) { return l == WeightLayout::kNK ? "NK" : "KN"; }
 
 std::string MoeGroupedGemmConfig::str() const {
-  return fmt::format("bm={} bn={} bk={} stages={} warps={}x{}", block_m, block_n, kBK, stages, warps_m, warps_n);
+  if (sm90 == 1) return fmt::format("wgmma bm={} bn={} bk={} stages={} warpgroups=2", block_m, block_n, kBK, stages);
+  return fmt::format("mma bm={} bn={} bk={} stages={} warps={}x{}", block_m, block_n, kBK, stages, warps_m, warps_n);
 }
 
 int moe_grouped_gemm_block_m(double rows_per_expert) {
@@ -163,7 +165,8 @@ void validate_moe_grouped_gemm(const MoeGroupedGemmArgs& a, DeviceType backend) 
   }
 }
 
-MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over) {
+MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over,
+                                             int cc_major) {
   const bool dual = a.w_up.has_value();
   const int64_t M = a.out.shape[0], N = a.out.shape[1];
   MoeGroupedGemmConfig c;
@@ -172,6 +175,28 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   if (sched_bm && over.block_m)
     TC_CHECK_ARG(over.block_m == sched_bm, kOp, "block_m", fmt::format("{} (the tile schedule's tile height)", sched_bm),
                  std::to_string(over.block_m));
+  const bool sm90_ok = cc_major == 9 && c.block_m == 128 && vector_ok(a);
+  TC_CHECK_ARG(over.sm90 != 1 || sm90_ok, kOp, "sm90",
+               "the wgmma kernel only for 128-row tiles, 16-byte aligned rows and compute capability 9.0",
+               fmt::format("block_m {}, {} rows, sm_{}x", c.block_m, vector_ok(a) ? "aligned" : "unaligned", cc_major));
+  c.sm90 = over.sm90 >= 0 ? over.sm90 : sm90_ok;
+  if (c.sm90) {
+    // Gated: 128 gate + 128 up columns; plain: 256 when N fills it. Ring of
+    // four to six stages in ~200 KB: one CTA of two warpgroups per SM.
+    c.block_n = over.block_n ? over.block_n : dual ? (N <= 64 ? 64 : 128) : N <= 64 ? 64 : N <= 128 ? 128 : 256;
+    c.warps_m = 2, c.warps_n = 4;
+    const int stage = 128 * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2;
+    c.stages = over.stages ? over.stages : std::min(6, 200 * 1024 / stage);
+    TC_CHECK_ARG(c.block_n == 64 || c.block_n == 128 || c.block_n == 256, kOp, "block_n",
+                 "64, 128 or 256 (wgmma)", std::to_string(c.block_n));
+    TC_CHECK_ARG(!(dual && c.block_n == 256), kOp, "block_n", "at most 128 for gated tiles (two accumulator sets)",
+                 std::to_string(c.block_n));
+    TC_CHECK_ARG(c.stages >= 2 && c.stages <= 8, kOp, "stages", "2..8", std::to_string(c.stages));
+    TC_CHECK_ARG(smem_bytes(c, dual) <= kMaxSmem, kOp, "stages",
+                 fmt::format("a ring that fits {} KB of shared memory", kMaxSmem / 1024),
+                 fmt::format("{} bytes for {}", smem_bytes(c, dual), c.str()));
+    return c;
+  }
   // Gated: 64 gate + 64 up columns per tile; plain: 128 (64 when N is small).
   c.block_n = over.block_n ? over.block_n : (dual || N <= 64 ? 64 : 128);
   c.warps_m = over.warps_m ? over.warps_m : (c.block_m >= 128 ? 2 : 1);
@@ -205,11 +230,17 @@ jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const 
   const std::string cfg = fmt::format("{}->{} {} {}{}{}{}", dtype_name(a.a.dtype), dtype_name(a.out.dtype), c.str(),
                                       weight_layout_name(layout), dual ? " silu*up" : "", vec ? "" : " scalar-loads",
                                       table ? fmt::format(" ptr-table{}", table) : "");
+  const std::string in = dtype_kernel_type(a.a.dtype), out = dtype_kernel_type(a.out.dtype);
+  const std::string lay = layout == WeightLayout::kNK ? "0" : "1", gated = dual ? "true" : "false";
+  if (c.sm90)
+    return {"moe/grouped_gemm_sm90.cuh",
+            "tc::moe::grouped_gemm_sm90_kernel",
+            {in, out, std::to_string(c.block_n), std::to_string(c.stages), lay, gated, std::to_string(table)},
+            cfg};
   return {"moe/grouped_gemm.cuh",
           "tc::moe::grouped_gemm_kernel",
-          {dtype_kernel_type(a.a.dtype), dtype_kernel_type(a.out.dtype), std::to_string(c.block_m),
-           std::to_string(c.block_n), std::to_string(c.warps_m), std::to_string(c.warps_n), std::to_string(c.stages),
-           layout == WeightLayout::kNK ? "0" : "1", dual ? "true" : "false", vec ? "true" : "false",
+          {in, out, std::to_string(c.block_m), std::to_string(c.block_n), std::to_string(c.warps_m),
+           std::to_string(c.warps_n), std::to_string(c.stages), lay, gated, vec ? "true" : "false",
            std::to_string(table)},
           cfg};
 }
@@ -218,13 +249,13 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   validate_moe_grouped_gemm(a, DeviceType::kCUDA);
   const int64_t M = a.out.shape[0], N = a.out.shape[1], K = a.a.shape[1];
   if (M == 0) return;
-  const MoeGroupedGemmConfig c = moe_grouped_gemm_config(a, o.config);
+  const MoeGroupedGemmConfig c = moe_grouped_gemm_config(a, o.config, rt::device_info(a.a.device.index).cc_major);
   const bool dual = a.w_up.has_value(), vec = vector_ok(a);
   const int table = table_size(a);
   const uint64_t code = uint64_t(c.block_m) | uint64_t(c.block_n) << 8 | uint64_t(c.stages) << 17 |
                         uint64_t(c.warps_m) << 21 | uint64_t(c.warps_n) << 26 | uint64_t(a.a.dtype) << 31 |
                         uint64_t(a.out.dtype) << 35 | uint64_t(a.w.layout) << 39 | uint64_t(dual) << 40 |
-                        uint64_t(vec) << 41 | uint64_t(table) << 42;
+                        uint64_t(vec) << 41 | uint64_t(table) << 42 | uint64_t(c.sm90) << 53;
   const int smem = smem_bytes(c, dual);
   static jit::OpKernelCache kernels;
   const jit::Launchable& k = kernels.get(

@@ -1,0 +1,165 @@
+#pragma once
+// moe_grouped_gemm, Hopper path (sm_90a): the same contract as the mma.sync
+// kernel (grouped_gemm.cuh), with the MMAs issued as warpgroup wgmma from
+// shared memory. A CTA is two warpgroups; each owns 64 of the tile's 128 rows
+// and all BN columns (BN per matrix; gated tiles hold gate and up
+// accumulators side by side). K walks in 64-wide steps through a STAGES-deep
+// ring filled by cp.async (A rows are gathered through a_index, which TMA
+// cannot do on Hopper), laid out in the 128-byte swizzle wgmma reads:
+//   A, B [N, K]: one 128-byte row per M/N index, chunk ^= row % 8
+//                (K-major; 8-row groups 1024 bytes apart);
+//   B [K, N]:    64-column blocks of [64 k][64 n], chunk ^= k % 8
+//                (N-major; blocks 8 KB apart, 8-k-row groups 1024 bytes apart).
+// Requires VEC-aligned shapes (16-byte rows); the host picks this path only then.
+#include "moe/grouped_gemm.cuh"
+#include "tile/wgmma_ops.cuh"
+
+namespace tc::moe {
+
+// Shared-memory matrix descriptor: start, leading and stride byte offsets
+// (16-byte units), 128-byte swizzle.
+__device__ __forceinline__ unsigned long long wgmma_desc(const void* smem, unsigned lbo, unsigned sbo) {
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  unsigned long long d = (addr & 0x3FFFF) >> 4;
+  d |= (unsigned long long)((lbo >> 4) & 0x3FFF) << 16;
+  d |= (unsigned long long)((sbo >> 4) & 0x3FFF) << 32;
+  d |= 1ull << 62;  // 128-byte swizzle
+  return d;
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// cp.async writes go through the generic proxy; wgmma reads through the async one.
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+template <typename T, typename OutT, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE>
+struct GroupedGemmSm90 {
+  static constexpr int BM = 128, kThreads = 256;
+  static constexpr int kB = DUAL ? 2 : 1;
+  static constexpr int kABytes = BM * kGemmBK * 2;
+  static constexpr int kBBytes = BN * kGemmBK * 2;
+  static constexpr int kStageBytes = kABytes + kB * kBBytes;
+  static constexpr int kSmemBytes = STAGES * kStageBytes + BM * 4 + 1024;  // + alignment slack
+  static constexpr int kAcc = BN / 2;  // fp32 accumulators per thread per matrix (m64 x BN over 128 threads)
+  static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma N");
+  static_assert(kStageBytes % 1024 == 0, "stages keep 1024-byte swizzle atoms aligned");
+
+  static __device__ __forceinline__ void load_stage(const GroupedGemmParams& p, const T* const* b, const int* src,
+                                                    int col0, char* stage, int k0) {
+    const int tid = threadIdx.x;
+    const T* a = static_cast<const T*>(p.a);
+    for (int i = tid; i < BM * 8; i += kThreads) {
+      const int r = i >> 3, ch = i & 7, k = k0 + ch * 8, s = src[r];
+      gemm_copy_chunk<true>(stage + swizzle(r, ch, 128), a + (long long)(s < 0 ? 0 : s) * p.lda + k, s >= 0, p.K - k);
+    }
+#pragma unroll
+    for (int m = 0; m < kB; ++m) {
+      char* bs = stage + kABytes + m * kBBytes;
+      for (int i = tid; i < BN * 8; i += kThreads) {
+        if constexpr (LAYOUT == 0) {  // [n][64 k]
+          const int r = i >> 3, ch = i & 7, n = col0 + r, k = k0 + ch * 8;
+          gemm_copy_chunk<true>(bs + swizzle(r, ch, 128), b[m] + (long long)(n < p.N ? n : 0) * p.ldb + k, n < p.N,
+                                p.K - k);
+        } else {  // [n / 64][64 k][64 n]
+          const int ch = i & 7, kr = (i >> 3) & 63, nb = i >> 9, k = k0 + kr, n = col0 + nb * 64 + ch * 8;
+          gemm_copy_chunk<true>(bs + nb * 8192 + swizzle(kr, ch, 128), b[m] + (long long)(k < p.K ? k : 0) * p.ldb + n,
+                                k < p.K, p.N - n);
+        }
+      }
+    }
+  }
+
+  static __device__ __forceinline__ void compute_stage(const char* stage, int wg, float (&acc)[kB][kAcc]) {
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kGemmBK / 16; ++ks) {
+      // A: this warpgroup's 64 rows; k16 slices are 32 bytes apart inside the swizzled rows.
+      const unsigned long long da = wgmma_desc(stage + wg * 64 * 128 + ks * 32, 16, 1024);
+#pragma unroll
+      for (int m = 0; m < kB; ++m) {
+        const char* bs = stage + kABytes + m * kBBytes;
+        unsigned long long db;
+        if constexpr (LAYOUT == 0) db = wgmma_desc(bs + ks * 32, 16, 1024);
+        else db = wgmma_desc(bs + ks * 16 * 128, 8192, 1024);  // LBO: next 64 columns; SBO: next 8 k rows
+        Wgmma<T, BN, LAYOUT>::run(acc[m], da, db, 1);
+      }
+    }
+    wgmma_commit();
+  }
+
+  static __device__ __forceinline__ void run(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L) {
+    const GroupedGemmParams& p = L.p;
+    extern __shared__ __align__(1024) char smem_raw[];
+    char* smem = reinterpret_cast<char*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
+    const int tile = blockIdx.x;
+    const int tiles = p.num_tiles ? *p.num_tiles : (p.M + BM - 1) / BM;
+    if (tile >= tiles) return;
+    const int expert = p.tile_expert ? p.tile_expert[tile] : 0;
+    if (expert < 0 || expert >= p.num_experts) return;
+    const int row0 = tile * BM, col0 = blockIdx.y * BN;
+    int* src = reinterpret_cast<int*>(smem + STAGES * kStageBytes);
+    gemm_tile_sources(p, row0, BM, src);
+    const T* b[2] = {nullptr, nullptr};
+#pragma unroll
+    for (int m = 0; m < kB; ++m) {
+      if constexpr (TABLE > 0) b[m] = static_cast<const T*>(L.table.ptr[m][expert]);
+      else b[m] = static_cast<const T*>(p.b[m]) + (long long)expert * p.b_expert_stride;
+    }
+    __syncthreads();
+
+    float acc[kB][kAcc];
+#pragma unroll
+    for (int m = 0; m < kB; ++m)
+#pragma unroll
+      for (int j = 0; j < kAcc; ++j) acc[m][j] = 0.f;
+
+    const int kt = (p.K + kGemmBK - 1) / kGemmBK;
+    const int wg = threadIdx.x / 128;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+      if (s < kt) load_stage(p, b, src, col0, smem + s * kStageBytes, s * kGemmBK);
+      cp_async_commit();
+    }
+    for (int t = 0; t < kt; ++t) {
+      cp_async_wait<STAGES - 2>();
+      fence_async_shared();
+      __syncthreads();  // stage t visible to both warpgroups; stage t - 1 no longer read
+      const int next = t + STAGES - 1;
+      if (next < kt) load_stage(p, b, src, col0, smem + (next % STAGES) * kStageBytes, next * kGemmBK);
+      cp_async_commit();
+      compute_stage(smem + (t % STAGES) * kStageBytes, wg, acc);
+      wgmma_wait0();
+    }
+    cp_async_wait<0>();
+
+    // Accumulator layout of m64nN: warp w of the warpgroup holds rows 16w + lane/4 (+8);
+    // entry 4j + {0,1} (+{2,3} for row + 8) are columns 8j + 2*(lane%4) + {0,1}.
+    const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + wg * 64 + warp * 16 + (lane >> 2) + h * 8;
+      if (row >= p.M) continue;
+      const float scale = p.row_scale ? p.row_scale[row] : 1.0f;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        const int col = col0 + j * 8 + (lane & 3) * 2;
+        float v0 = acc[0][4 * j + 2 * h], v1 = acc[0][4 * j + 2 * h + 1];
+        if constexpr (DUAL) {
+          v0 = gemm_silu(v0) * acc[kB - 1][4 * j + 2 * h];
+          v1 = gemm_silu(v1) * acc[kB - 1][4 * j + 2 * h + 1];
+        }
+        gemm_store_pair<OutT, true>(p, row, col, v0 * scale, v1 * scale);
+      }
+    }
+  }
+};
+
+template <typename T, typename OutT, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE>
+__global__ void __launch_bounds__(256, 1) grouped_gemm_sm90_kernel(const GroupedGemmLaunch<TABLE ? TABLE : 1> L) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  GroupedGemmSm90<T, OutT, BN, STAGES, LAYOUT, DUAL, TABLE>::run(L);
+#endif
+}
+
+}  // namespace tc::moe
