@@ -29,7 +29,10 @@ __device__ __forceinline__ unsigned long long wgmma_desc(const void* smem, unsig
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
 // cp.async writes go through the generic proxy; wgmma reads through the async one.
 __device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
@@ -43,6 +46,7 @@ struct GroupedGemmSm90 {
   static constexpr int kSmemBytes = STAGES * kStageBytes + BM * 4 + 1024;  // + alignment slack
   static constexpr int kAcc = BN / 2;  // fp32 accumulators per thread per matrix (m64 x BN over 128 threads)
   static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma N");
+  static_assert(STAGES >= 3, "prefetch distance STAGES - 2");
   static_assert(kStageBytes % 1024 == 0, "stages keep 1024-byte swizzle atoms aligned");
 
   static __device__ __forceinline__ void load_stage(const GroupedGemmParams& p, const T* const* b, const int* src,
@@ -116,21 +120,25 @@ struct GroupedGemmSm90 {
 
     const int kt = (p.K + kGemmBK - 1) / kGemmBK;
     const int wg = threadIdx.x / 128;
+    // Prefetch distance STAGES - 2 with one wgmma group in flight: at the
+    // barrier of iteration t every warpgroup has retired the MMAs of t - 2,
+    // so slot (t - 2) % STAGES is free for stage t + STAGES - 2.
 #pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
+    for (int s = 0; s < STAGES - 2; ++s) {
       if (s < kt) load_stage(p, b, src, col0, smem + s * kStageBytes, s * kGemmBK);
       cp_async_commit();
     }
     for (int t = 0; t < kt; ++t) {
-      cp_async_wait<STAGES - 2>();
+      cp_async_wait<STAGES - 3>();
       fence_async_shared();
-      __syncthreads();  // stage t visible to both warpgroups; stage t - 1 no longer read
-      const int next = t + STAGES - 1;
+      __syncthreads();
+      const int next = t + STAGES - 2;
       if (next < kt) load_stage(p, b, src, col0, smem + (next % STAGES) * kStageBytes, next * kGemmBK);
       cp_async_commit();
       compute_stage(smem + (t % STAGES) * kStageBytes, wg, acc);
-      wgmma_wait0();
+      wgmma_wait<1>();
     }
+    wgmma_wait<0>();
     cp_async_wait<0>();
 
     // Accumulator layout of m64nN: warp w of the warpgroup holds rows 16w + lane/4 (+8);

@@ -221,6 +221,20 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
                            r["case_id"].get<std::string>(), r["backend"].get<std::string>(), shape_summary(r),
                            t["median_us"].get<double>(), t["p90_us"].get<double>(), r["gbps"].get<double>(), frac,
                            r["verified"].get<bool>() ? "" : " WRONG RESULT"));
+      if (r.value("bound", "") == "compute")
+        con.line(fmt::format("    {:.1f} TFLOP/s = {:.1f}% of the GEMM ceiling ({})", r["tflops"].get<double>(),
+                             100 * r.value("frac_gemm_peak", 0.0), r.value("scope", "")));
+      if (r.contains("scopes"))
+        for (auto& sc : r["scopes"]) {
+          if (sc.contains("error")) {
+            con.line(fmt::format("    {:<22} ERROR {}", sc["name"].get<std::string>(), sc["error"].get<std::string>()));
+            continue;
+          }
+          con.line(fmt::format("    {:<22} median {:10.2f} us{}  ({})", sc["name"].get<std::string>(),
+                               sc["timing"]["median_us"].get<double>(),
+                               sc.contains("tflops") ? fmt::format(" {:6.1f} TFLOP/s", sc["tflops"].get<double>()) : "",
+                               sc["note"].get<std::string>()));
+        }
     }
     recs.push_back(std::move(r));
   }

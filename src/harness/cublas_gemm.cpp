@@ -3,6 +3,8 @@
 #include <cublas_api.h>
 #include <dlfcn.h>
 
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "tilecraft/harness/ceilings.h"
@@ -80,6 +82,47 @@ double cublas_gemm_tflops(int device, int n, std::string& note) {
   }
   note = "cuBLAS bf16 GEMM " + std::to_string(n) + "^3, fp32 accumulate, random inputs, median of 10";
   return 2.0 * double(n) * n * n / (t.median * 1e-3) / 1e12;
+}
+
+bool cublas_gemm_rowmajor(int device, CUstream_st* stream, bool w_nk, int64_t m, int64_t n, int64_t k, DType dtype,
+                          const void* a, const void* w, void* c, std::string& why) {
+  static std::string load_note;
+  static Cublas cb = load_cublas(load_note);
+  if (!cb.ok) {
+    why = load_note;
+    return false;
+  }
+  // One handle per process and device, made on first use.
+  static std::map<int, cublasHandle_t> handles;
+  static std::mutex mu;
+  cublasHandle_t h = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = handles.find(device);
+    if (it == handles.end()) {
+      rt::ensure_context(device);
+      if (cb.create(&h) != CUBLAS_STATUS_SUCCESS) {
+        why = "cublasCreate failed";
+        return false;
+      }
+      handles[device] = h;
+    } else {
+      h = it->second;
+    }
+  }
+  cb.set_stream(h, reinterpret_cast<cudaStream_t>(stream));
+  // Row-major C = A W is column-major C^T = W' A^T with W' = W (as [k, n]
+  // column-major, i.e. row-major [n, k], transposed) or W as stored.
+  const cudaDataType t = dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
+  const float alpha = 1.f, beta = 0.f;
+  const cublasStatus_t st =
+      cb.gemm(h, w_nk ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, int(n), int(m), int(k), &alpha, w, t,
+              int(w_nk ? k : n), a, t, int(k), &beta, c, t, int(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    why = "cublasGemmEx failed with status " + std::to_string(int(st));
+    return false;
+  }
+  return true;
 }
 
 }  // namespace tilecraft::harness

@@ -346,7 +346,7 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
   const OpAdapter& a = adapter_for(c.op->name);
   CaseData d = a.generate(c);
   nlohmann::json r = base_record(c, backend, d, env);
-  r["scope"] = "kernel";
+  r["scope"] = a.main_scope();
   r["flush"] = ctx.timing.hot ? "none (hot)" : ctx.timing.flush;
   r["warmup"] = ctx.timing.warmup;
   r["repeat"] = ctx.timing.repeat;
@@ -372,6 +372,17 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
         // median batch's time per call.
         r["host_overhead_us"] = host_us_per_call([&] { fn(stream.get()); }, stream.get());
         if (ctx.bare_launch_host_us > 0) r["bare_launch_host_us"] = ctx.bare_launch_host_us;
+      }
+      for (const TimedScope& sc : a.bench_scopes(d, dc.in, dc.out, o)) {
+        nlohmann::json j{{"name", sc.name}, {"note", sc.note}};
+        try {
+          TimingStats st = time_cuda(sc.fn, stream.get(), ctx.timing, ctx.flusher);
+          j["timing"] = st.to_json_us();
+          if (sc.flops > 0 && st.median > 0) j["tflops"] = sc.flops / (st.median * 1e-3) / 1e12;
+        } catch (const Error& e) {
+          j["error"] = e.what();
+        }
+        r["scopes"].push_back(j);
       }
       // The timed output must still be right (catches races and stale buffers).
       dc.poison();

@@ -7,6 +7,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tilecraft/dtype.h"
+
+struct CUstream_st;
+
 namespace tilecraft::harness {
 
 struct Ceilings {
@@ -35,5 +39,11 @@ double same_size_copy_us(double bytes, int device, const TimingSettings& s, L2Fl
 // cuBLAS bf16 GEMM (m=n=k) in TFLOP/s on random data, loaded with dlopen.
 // Returns 0 and sets `note` when cuBLAS is unavailable.
 double cublas_gemm_tflops(int device, int n, std::string& note);
+
+// Row-major C[m, n] = A[m, k] . W on `stream` with cuBLAS (fp32 accumulation,
+// C in the inputs' 16-bit dtype), W either [n, k] (w_nk) or [k, n]. For
+// baselines. Returns false and sets `why` when cuBLAS is unavailable or fails.
+bool cublas_gemm_rowmajor(int device, CUstream_st* stream, bool w_nk, int64_t m, int64_t n, int64_t k, DType dtype,
+                          const void* a, const void* w, void* c, std::string& why);
 
 }  // namespace tilecraft::harness

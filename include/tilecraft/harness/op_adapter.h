@@ -5,6 +5,7 @@
 // benchmarks, `compile` and `inspect` all go through this one interface.
 #include <cuda.h>
 
+#include <functional>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -69,6 +70,15 @@ struct F64Check {
   int64_t first_failed = -1;
 };
 
+// A further timed region `bench` measures under the same protocol as the
+// op itself: a stage of a composite op, an end-to-end boundary, a baseline.
+struct TimedScope {
+  std::string name;
+  std::string note;  // what the scope includes
+  std::function<void(CUstream)> fn;
+  double flops = 0;  // for TFLOP/s, when meaningful
+};
+
 class OpAdapter {
  public:
   virtual ~OpAdapter() = default;
@@ -86,6 +96,14 @@ class OpAdapter {
   // at near-ties) override it.
   virtual bool compare(const CaseData& d, const OpSpec& op, const Tensors& want, const Tensors& got,
                        nlohmann::json& record) const;
+  // What the op's own timed call covers (reports name it).
+  virtual std::string main_scope() const { return "kernel"; }
+  // Extra scopes for `bench` on CUDA; `in`/`out` are the case's device tensors.
+  // Scopes may overwrite outputs: the harness re-verifies after them.
+  virtual std::vector<TimedScope> bench_scopes(const CaseData&, const Tensors&, const Tensors&,
+                                               const RunOptions&) const {
+    return {};
+  }
   // Kernels a case needs, derived from the workload alone (no data, no GPU).
   virtual std::vector<jit::KernelSpec> kernels(const Case& c, const RunOptions& o) const = 0;
 };

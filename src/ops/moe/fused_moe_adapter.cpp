@@ -11,13 +11,16 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "ops/moe/grouped_gemm_case.h"
 #include "ops/moe/routing_gen.h"
 #include "tilecraft/error.h"
 #include "tilecraft/harness/op_adapter.h"
+#include "tilecraft/harness/ceilings.h"
 #include "tilecraft/harness/random.h"
+#include "tilecraft/runtime/driver.h"
 #include "tilecraft/ops/fused_moe.h"
 #include "tilecraft/parallel.h"
 #include "tilecraft/reference/fused_moe.h"
@@ -179,6 +182,38 @@ std::vector<uint8_t> token_mask(const Plan& p, int64_t T) {
   return m;
 }
 
+// The layer object's workspace, reused across calls and scopes (never freed:
+// it lives as long as the process and its CUDA context).
+ops::FusedMoeWorkspace* workspace() {
+  static auto* ws = new ops::FusedMoeWorkspace;
+  return ws;
+}
+
+// Stream-ordered copies of device tensors (the race's clone_data), freed by release().
+struct Clones {
+  std::vector<CUdeviceptr> ptrs;
+  TensorView clone(const TensorView& t, CUstream s) {
+    CUdeviceptr p = 0;
+    TC_DRV(cuMemAllocAsync, &p, std::max<size_t>(t.nbytes(), 1), s);
+    TC_DRV(cuMemcpyDtoDAsync, p, reinterpret_cast<CUdeviceptr>(t.data), t.nbytes(), s);
+    ptrs.push_back(p);
+    TensorView c = t;
+    c.data = reinterpret_cast<void*>(p);
+    return c;
+  }
+  void release(CUstream s) {
+    for (CUdeviceptr p : ptrs) TC_DRV(cuMemFreeAsync, p, s);
+    ptrs.clear();
+  }
+};
+
+// Every input of the case cloned; `out` and the routing outputs kept.
+Tensors clone_inputs(const Tensors& in, Clones& c, CUstream s) {
+  Tensors t;
+  for (auto& [n, v] : in) t[n] = c.clone(v, s);
+  return t;
+}
+
 class FusedMoeAdapter final : public OpAdapter {
  public:
   std::string name() const override { return kOp; }
@@ -292,10 +327,59 @@ class FusedMoeAdapter final : public OpAdapter {
       ops::fused_moe_cpu(a, params_of(d));
       return;
     }
-    // The layer object's workspace, reused across calls (never freed: it
-    // lives as long as the process and its CUDA context).
-    static auto* ws = new ops::FusedMoeWorkspace;
-    ops::fused_moe(a, params_of(d), stream, ws, layer_options(o));
+    ops::fused_moe(a, params_of(d), stream, workspace(), layer_options(o));
+  }
+
+  std::string main_scope() const override {
+    return "cached_e2e: the whole layer (routing to combine), layer object and workspace reused";
+  }
+
+  std::vector<TimedScope> bench_scopes(const CaseData& d, const Tensors& in, const Tensors& out,
+                                       const RunOptions& o) const override {
+    const Layer L = layer_of(d);
+    const auto a = args_of(d, in, out);
+    const auto p = params_of(d);
+    const auto lo = layer_options(o);
+    const double R = double(L.T * L.K), H = double(L.H), I = double(L.I);
+    const double expert_flops = 2 * R * 3 * H * I;
+    using S = ops::FusedMoeStage;
+    auto stages = [=](std::initializer_list<S> list) {
+      unsigned m = 0;
+      for (S st : list) m |= unsigned(st);
+      return [=](CUstream s) {
+        auto l = lo;
+        l.stages = m;
+        ops::fused_moe(a, p, s, workspace(), l);
+      };
+    };
+    std::vector<TimedScope> v;
+    if (L.router) v.push_back({"routing", "router GEMM + top-k gate", stages({S::kRouter, S::kGate}), 2 * L.T * H * L.E});
+    v.push_back({"mapping", "expert-major layout and tile schedule", stages({S::kMapping})});
+    v.push_back({"gate_up", "grouped GEMM, gathered rows, silu*up", stages({S::kGateUp}), 2 * R * 2 * H * I});
+    v.push_back({"down", "grouped GEMM", stages({S::kDown}), 2 * R * H * I});
+    v.push_back({"combine", "moe_reduce_fused, weighted, k in order", stages({S::kCombine})});
+    v.push_back({"kernel_only", "both grouped GEMMs, metadata prepared", stages({S::kGateUp, S::kDown}), expert_flops});
+    v.push_back({"experts", "routing given: mapping, GEMMs, combine (vLLM fused_moe's scope)",
+                 stages({S::kMapping, S::kGateUp, S::kDown, S::kCombine}), expert_flops});
+    const Tensors inputs = in;
+    v.push_back({"clone", "stream-ordered copies of x and every weight, freed", [inputs](CUstream s) {
+                   Clones c;
+                   clone_inputs(inputs, c, s);
+                   c.release(s);
+                 }});
+    const CaseData* dp = &d;
+    v.push_back({"official_e2e",
+                 "race boundary: clone inputs and weights, new layer object (fresh workspace), forward, synchronize",
+                 [inputs, out, p, lo, dp](CUstream s) {
+                   Clones c;
+                   const Tensors cl = clone_inputs(inputs, c, s);
+                   ops::fused_moe(args_of(*dp, cl, out), p, s, nullptr, lo);
+                   c.release(s);
+                   TC_DRV(cuStreamSynchronize, s);
+                 },
+                 expert_flops});
+    add_baselines(d, L, a, v);
+    return v;
   }
 
   bool compare(const CaseData& d, const OpSpec& op, const Tensors& want, const Tensors& got,
@@ -476,6 +560,68 @@ class FusedMoeAdapter final : public OpAdapter {
                         "keys block_m, gate_up_block_n, gate_up_stages, down_block_n, down_stages, sm90", "'" + k + "'");
     }
     return m;
+  }
+
+  // cuBLAS baselines: dense GEMMs of the layer's expert FLOPs, and the
+  // per-expert loop a careful user writes without a grouped GEMM (rows per
+  // expert read back to the host beforehand, rows already contiguous, no
+  // activation): both lower bounds on what they stand for.
+  static void add_baselines(const CaseData& d, const Layer& L, const ops::FusedMoeArgs& a,
+                            std::vector<TimedScope>& v) {
+    const int dev = a.x.device.index;
+    const int64_t R = L.T * L.K;
+    auto buf = [&](int64_t rows, int64_t cols, uint64_t stream) {
+      auto t = std::make_shared<DeviceTensor>(L.act, Shape{std::max<int64_t>(rows, 1), cols}, dev);
+      fill_uniform_device(t->view(), d.seed, stream, -1.f, 1.f, nullptr);
+      return t;
+    };
+    auto A = buf(R, L.H, 31), W1 = buf(L.H, 2 * L.I, 32), C1 = buf(R, 2 * L.I, 33), A2 = buf(R, L.I, 34),
+         W2 = buf(L.I, L.H, 35), C2 = buf(R, L.H, 36);
+    TC_DRV(cuCtxSynchronize);
+    const DType dt = L.act;
+    const double flops = 2.0 * double(R) * 3 * double(L.H) * double(L.I);
+    auto fail = [](const std::string& why) { throw Error(ErrorKind::kCuda, "cuBLAS baseline: " + why); };
+    v.push_back({"cublas_dense", "cuBLAS [T*K, H]x[H, 2I] + [T*K, I]x[I, H]: same FLOPs, one group",
+                 [=](CUstream s) {
+                   std::string why;
+                   if (!cublas_gemm_rowmajor(dev, s, false, R, 2 * L.I, L.H, dt, A->data(), W1->data(), C1->data(), why) ||
+                       !cublas_gemm_rowmajor(dev, s, false, R, L.H, L.I, dt, A2->data(), W2->data(), C2->data(), why))
+                     fail(why);
+                 },
+                 flops});
+    // Rows per expert: the routing this case ran with.
+    std::vector<int32_t> ids(static_cast<size_t>(R));
+    if (R > 0) TC_DRV(cuMemcpyDtoH, ids.data(), reinterpret_cast<CUdeviceptr>(a.ids->data), size_t(R) * 4);
+    std::vector<int64_t> rows(size_t(L.E), 0);
+    for (int32_t e : ids)
+      if (e >= 0 && e < L.E) ++rows[size_t(e)];
+    const bool nk = a.w_gate.layout == ops::WeightLayout::kNK;
+    auto expert_ptr = [](const ops::ExpertWeights& w, int64_t e, int64_t elems) -> const void* {
+      if (!w.stacked) return w.per_expert[size_t(e)].data;
+      return static_cast<const char*>(w.stacked->data) + e * elems * int64_t(dtype_size(w.stacked->dtype));
+    };
+    v.push_back({"cublas_per_expert", "3 cuBLAS GEMMs per touched expert on contiguous rows (no gather, no silu)",
+                 [=](CUstream s) {
+                   std::string why;
+                   int64_t off = 0;
+                   const size_t es = dtype_size(dt);
+                   for (int64_t e = 0; e < L.E; ++e) {
+                     const int64_t n = rows[size_t(e)];
+                     if (!n) continue;
+                     const char* x = static_cast<const char*>(A->data()) + size_t(off * L.H) * es;
+                     char* g = static_cast<char*>(C1->data()) + size_t(off * 2 * L.I) * es;
+                     const char* h = static_cast<const char*>(A2->data()) + size_t(off * L.I) * es;
+                     char* y = static_cast<char*>(C2->data()) + size_t(off * L.H) * es;
+                     const int64_t gi = L.H * L.I;
+                     if (!cublas_gemm_rowmajor(dev, s, nk, n, L.I, L.H, dt, x, expert_ptr(a.w_gate, e, gi), g, why) ||
+                         !cublas_gemm_rowmajor(dev, s, nk, n, L.I, L.H, dt, x, expert_ptr(a.w_up, e, gi),
+                                               g + size_t(n * L.I) * es, why) ||
+                         !cublas_gemm_rowmajor(dev, s, nk, n, L.H, L.I, dt, h, expert_ptr(a.w_down, e, gi), y, why))
+                       fail(why);
+                     off += n;
+                   }
+                 },
+                 flops});
   }
 
   template <typename Fail>

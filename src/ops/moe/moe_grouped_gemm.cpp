@@ -191,7 +191,7 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                  "64, 128 or 256 (wgmma)", std::to_string(c.block_n));
     TC_CHECK_ARG(!(dual && c.block_n == 256), kOp, "block_n", "at most 128 for gated tiles (two accumulator sets)",
                  std::to_string(c.block_n));
-    TC_CHECK_ARG(c.stages >= 2 && c.stages <= 8, kOp, "stages", "2..8", std::to_string(c.stages));
+    TC_CHECK_ARG(c.stages >= 3 && c.stages <= 8, kOp, "stages", "3..8 (wgmma)", std::to_string(c.stages));
     TC_CHECK_ARG(smem_bytes(c, dual) <= kMaxSmem, kOp, "stages",
                  fmt::format("a ring that fits {} KB of shared memory", kMaxSmem / 1024),
                  fmt::format("{} bytes for {}", smem_bytes(c, dual), c.str()));
