@@ -1,9 +1,10 @@
 #pragma once
 // moe_grouped_gemm, Hopper path (sm_90a): the same contract as the mma.sync
 // kernel (grouped_gemm.cuh), with the MMAs issued as warpgroup wgmma from
-// shared memory. A CTA is two warpgroups; each owns 64 of the tile's 128 rows
-// and all BN columns (BN per matrix; gated tiles hold gate and up
-// accumulators side by side). K walks in 64-wide steps through a STAGES-deep
+// shared memory. A CTA is two warpgroups. BM = 128: each owns 64 rows and all
+// BN columns; BM = 64 (groups of a few hundred rows, where 128-row tiles
+// would be half padding): each owns all 64 rows and half the columns. BN is
+// per matrix; gated tiles hold gate and up accumulators side by side. K walks in 64-wide steps through a STAGES-deep
 // ring filled by cp.async (A rows are gathered through a_index, which TMA
 // cannot do on Hopper), laid out in the 128-byte swizzle wgmma reads:
 //   A, B [N, K]: one 128-byte row per M/N index, chunk ^= row % 8
@@ -36,16 +37,19 @@ __device__ __forceinline__ void wgmma_wait() {
 // cp.async writes go through the generic proxy; wgmma reads through the async one.
 __device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-template <typename T, typename OutT, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE>
+template <typename T, typename OutT, int BM, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE>
 struct GroupedGemmSm90 {
-  static constexpr int BM = 128, kThreads = 256;
+  static constexpr int kThreads = 256;
+  static constexpr int kWgM = BM / 64, kWgN = 2 / kWgM;  // warpgroup grid over the tile
+  static constexpr int WN = BN / kWgN;                  // columns per warpgroup (the wgmma N)
   static constexpr int kB = DUAL ? 2 : 1;
   static constexpr int kABytes = BM * kGemmBK * 2;
   static constexpr int kBBytes = BN * kGemmBK * 2;
   static constexpr int kStageBytes = kABytes + kB * kBBytes;
   static constexpr int kSmemBytes = STAGES * kStageBytes + BM * 4 + 1024;  // + alignment slack
-  static constexpr int kAcc = BN / 2;  // fp32 accumulators per thread per matrix (m64 x BN over 128 threads)
-  static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma N");
+  static constexpr int kAcc = WN / 2;  // fp32 accumulators per thread per matrix (m64 x WN over 128 threads)
+  static_assert(BM == 64 || BM == 128, "64- or 128-row tiles");
+  static_assert(WN == 64 || WN == 128 || WN == 256, "wgmma N");
   static_assert(STAGES >= 3, "prefetch distance STAGES - 2");
   static_assert(kStageBytes % 1024 == 0, "stages keep 1024-byte swizzle atoms aligned");
 
@@ -75,18 +79,19 @@ struct GroupedGemmSm90 {
   }
 
   static __device__ __forceinline__ void compute_stage(const char* stage, int wg, float (&acc)[kB][kAcc]) {
+    const int wm = wg / kWgN, wn = wg % kWgN;
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kGemmBK / 16; ++ks) {
       // A: this warpgroup's 64 rows; k16 slices are 32 bytes apart inside the swizzled rows.
-      const unsigned long long da = wgmma_desc(stage + wg * 64 * 128 + ks * 32, 16, 1024);
+      const unsigned long long da = wgmma_desc(stage + wm * 64 * 128 + ks * 32, 16, 1024);
 #pragma unroll
       for (int m = 0; m < kB; ++m) {
         const char* bs = stage + kABytes + m * kBBytes;
         unsigned long long db;
-        if constexpr (LAYOUT == 0) db = wgmma_desc(bs + ks * 32, 16, 1024);
-        else db = wgmma_desc(bs + ks * 16 * 128, 8192, 1024);  // LBO: next 64 columns; SBO: next 8 k rows
-        Wgmma<T, BN, LAYOUT>::run(acc[m], da, db, 1);
+        if constexpr (LAYOUT == 0) db = wgmma_desc(bs + wn * WN * 128 + ks * 32, 16, 1024);
+        else db = wgmma_desc(bs + wn * (WN / 64) * 8192 + ks * 16 * 128, 8192, 1024);  // LBO: next 64 columns; SBO: next 8 k rows
+        Wgmma<T, WN, LAYOUT>::run(acc[m], da, db, 1);
       }
     }
     wgmma_commit();
@@ -144,14 +149,15 @@ struct GroupedGemmSm90 {
     // Accumulator layout of m64nN: warp w of the warpgroup holds rows 16w + lane/4 (+8);
     // entry 4j + {0,1} (+{2,3} for row + 8) are columns 8j + 2*(lane%4) + {0,1}.
     const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+    const int wm = wg / kWgN, wn = wg % kWgN;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int row = row0 + wg * 64 + warp * 16 + (lane >> 2) + h * 8;
+      const int row = row0 + wm * 64 + warp * 16 + (lane >> 2) + h * 8;
       if (row >= p.M) continue;
       const float scale = p.row_scale ? p.row_scale[row] : 1.0f;
 #pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-        const int col = col0 + j * 8 + (lane & 3) * 2;
+      for (int j = 0; j < WN / 8; ++j) {
+        const int col = col0 + wn * WN + j * 8 + (lane & 3) * 2;
         float v0 = acc[0][4 * j + 2 * h], v1 = acc[0][4 * j + 2 * h + 1];
         if constexpr (DUAL) {
           v0 = gemm_silu(v0) * acc[kB - 1][4 * j + 2 * h];
@@ -163,10 +169,10 @@ struct GroupedGemmSm90 {
   }
 };
 
-template <typename T, typename OutT, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE>
+template <typename T, typename OutT, int BM, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE>
 __global__ void __launch_bounds__(256, 1) grouped_gemm_sm90_kernel(const GroupedGemmLaunch<TABLE ? TABLE : 1> L) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  GroupedGemmSm90<T, OutT, BN, STAGES, LAYOUT, DUAL, TABLE>::run(L);
+  GroupedGemmSm90<T, OutT, BM, BN, STAGES, LAYOUT, DUAL, TABLE>::run(L);
 #endif
 }
 

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <set>
 
@@ -207,6 +208,23 @@ struct Clones {
   }
 };
 
+// The race runs under PyTorch's caching allocator, which keeps freed memory
+// for reuse; the driver's default pool instead returns it to the system at
+// every synchronisation unless its release threshold says otherwise. Timing
+// clones against a pool that unmaps and remaps gigabytes per call would
+// measure the pool, so the harness keeps the memory, as the race's allocator does.
+void keep_pool_memory(int device) {
+  static std::once_flag once;
+  std::call_once(once, [device] {
+    CUdevice dev;
+    TC_DRV(cuDeviceGet, &dev, device);
+    CUmemoryPool pool;
+    TC_DRV(cuDeviceGetDefaultMemPool, &pool, dev);
+    cuuint64_t keep = ~cuuint64_t(0);
+    TC_DRV(cuMemPoolSetAttribute, pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
+  });
+}
+
 // Every input of the case cloned; `out` and the routing outputs kept.
 Tensors clone_inputs(const Tensors& in, Clones& c, CUstream s) {
   Tensors t;
@@ -362,6 +380,7 @@ class FusedMoeAdapter final : public OpAdapter {
     v.push_back({"experts", "routing given: mapping, GEMMs, combine (vLLM fused_moe's scope)",
                  stages({S::kMapping, S::kGateUp, S::kDown, S::kCombine}), expert_flops});
     const Tensors inputs = in;
+    keep_pool_memory(a.x.device.index);
     v.push_back({"clone", "stream-ordered copies of x and every weight, freed", [inputs](CUstream s) {
                    Clones c;
                    clone_inputs(inputs, c, s);

@@ -32,7 +32,9 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 // layout) multiples of 8 elements and 16-byte aligned bases.
 bool vector_ok(const MoeGroupedGemmArgs& a) {
   const int64_t K = a.a.shape[1], N = a.out.shape[1];
-  if (K % 8 || !aligned16(a.a.data) || !aligned16(a.out.data) || N % 8) return false;
+  // [K, N] weights load along N; output pairs need even rows.
+  if (K % 8 || !aligned16(a.a.data) || !aligned16(a.out.data) || N % (a.w.layout == WeightLayout::kKN ? 8 : 2))
+    return false;
   auto weights_ok = [&](const ExpertWeights& w) {
     if (w.stacked) return aligned16(w.stacked->data);
     for (auto& t : w.per_expert)
@@ -99,11 +101,14 @@ std::string MoeGroupedGemmConfig::str() const {
 }
 
 int moe_grouped_gemm_block_m(double rows_per_expert) {
-  // Decode-sized groups waste most of a tall tile: 16 rows keeps the waste to
-  // padding while the weights stream; 128 once groups fill it.
-  if (rows_per_expert <= 16) return 16;
-  if (rows_per_expert <= 32) return 32;
-  if (rows_per_expert <= 64) return 64;
+  // Each expert's rows are padded to the tile height, and an expert whose
+  // rows spill into a second tile reads its weights twice: decode-sized
+  // groups take 16 or 32 rows; groups of up to a few hundred rows (whose
+  // sizes vary by +-sqrt(n) under random routing) take 64 rather than leave
+  // 128-row tiles half empty; large groups take 128.
+  if (rows_per_expert <= 8) return 16;
+  if (rows_per_expert <= 24) return 32;
+  if (rows_per_expert <= 512) return 64;
   return 128;
 }
 
@@ -175,17 +180,22 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   if (sched_bm && over.block_m)
     TC_CHECK_ARG(over.block_m == sched_bm, kOp, "block_m", fmt::format("{} (the tile schedule's tile height)", sched_bm),
                  std::to_string(over.block_m));
-  const bool sm90_ok = cc_major == 9 && c.block_m == 128 && vector_ok(a);
+  const bool sm90_ok = cc_major == 9 && (c.block_m == 128 || c.block_m == 64) && vector_ok(a);
   TC_CHECK_ARG(over.sm90 != 1 || sm90_ok, kOp, "sm90",
-               "the wgmma kernel only for 128-row tiles, 16-byte aligned rows and compute capability 9.0",
+               "the wgmma kernel only for 64- or 128-row tiles, 16-byte aligned rows and compute capability 9.0",
                fmt::format("block_m {}, {} rows, sm_{}x", c.block_m, vector_ok(a) ? "aligned" : "unaligned", cc_major));
   c.sm90 = over.sm90 >= 0 ? over.sm90 : sm90_ok;
   if (c.sm90) {
     // Gated: 128 gate + 128 up columns; plain: 256 when N fills it. Ring of
     // four to six stages in ~200 KB: one CTA of two warpgroups per SM.
-    c.block_n = over.block_n ? over.block_n : dual ? (N <= 64 ? 64 : 128) : N <= 64 ? 64 : N <= 128 ? 128 : 256;
+    // 64-row tiles split the columns between the two warpgroups: at least 128.
+    const int min_n = c.block_m == 64 ? 128 : 64;
+    c.block_n = over.block_n ? over.block_n
+                             : std::max(min_n, dual ? (N <= 64 ? 64 : 128) : N <= 64 ? 64 : N <= 128 ? 128 : 256);
     c.warps_m = 2, c.warps_n = 4;
-    const int stage = 128 * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2;
+    TC_CHECK_ARG(c.block_n >= min_n, kOp, "block_n", fmt::format("at least {} for {}-row wgmma tiles", min_n, c.block_m),
+                 std::to_string(c.block_n));
+    const int stage = c.block_m * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2;
     c.stages = over.stages ? over.stages : std::min(6, 200 * 1024 / stage);
     TC_CHECK_ARG(c.block_n == 64 || c.block_n == 128 || c.block_n == 256, kOp, "block_n",
                  "64, 128 or 256 (wgmma)", std::to_string(c.block_n));
@@ -235,7 +245,8 @@ jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const 
   if (c.sm90)
     return {"moe/grouped_gemm_sm90.cuh",
             "tc::moe::grouped_gemm_sm90_kernel",
-            {in, out, std::to_string(c.block_n), std::to_string(c.stages), lay, gated, std::to_string(table)},
+            {in, out, std::to_string(c.block_m), std::to_string(c.block_n), std::to_string(c.stages), lay, gated,
+             std::to_string(table)},
             cfg};
   return {"moe/grouped_gemm.cuh",
           "tc::moe::grouped_gemm_kernel",
