@@ -15,15 +15,14 @@ std::string temp_dir(const std::string& name) {
   return p.string();
 }
 
-int expect_manifest_cases_pass(const std::string& op, DeviceType backend, const std::string& tag) {
+namespace {
+int run_selected(const harness::Selection& s, DeviceType backend, const std::map<std::string, int>& config) {
   auto m = harness::Manifest::load();
   std::deque<harness::WorkloadSpec> storage;
-  harness::Selection s;
-  s.op = op;
-  s.tag = tag;
   auto env = harness::capture_env();
   harness::RunOptions checked;
   checked.checked = true;
+  checked.config = config;
   int n = 0;
   for (auto& c : harness::select_cases(m, s, storage)) {
     auto r = harness::run_correctness(c, backend, checked, env);
@@ -31,5 +30,21 @@ int expect_manifest_cases_pass(const std::string& op, DeviceType backend, const 
     ++n;
   }
   return n;
+}
+}  // namespace
+
+int expect_manifest_cases_pass(const std::string& op, DeviceType backend, const std::string& tag) {
+  harness::Selection s;
+  s.op = op;
+  s.tag = tag;
+  return run_selected(s, backend, {});
+}
+
+int expect_manifest_cases_pass(const std::string& op, DeviceType backend, const std::string& workload,
+                               const std::map<std::string, int>& config) {
+  harness::Selection s;
+  s.op = op;
+  s.workload = workload;
+  return run_selected(s, backend, config);
 }
 }  // namespace tilecraft::test

@@ -103,12 +103,13 @@ std::string MoeGroupedGemmConfig::str() const {
 int moe_grouped_gemm_block_m(double rows_per_expert) {
   // Each expert's rows are padded to the tile height, and an expert whose
   // rows spill into a second tile reads its weights twice: decode-sized
-  // groups take 16 or 32 rows; groups of up to a few hundred rows (whose
-  // sizes vary by +-sqrt(n) under random routing) take 64 rather than leave
-  // 128-row tiles half empty; large groups take 128.
+  // groups take 16 or 32 rows. From 64 rows per expert up, 128-row wgmma
+  // tiles win on the H200 even half empty: 64-row wgmma tiles halve the
+  // weight reuse per tile and measured slower (DeepSeek-V3 T=4096 gate/up
+  // 11.6 ms against 8.4 ms; docs/perf/fused_moe.md).
   if (rows_per_expert <= 8) return 16;
   if (rows_per_expert <= 24) return 32;
-  if (rows_per_expert <= 512) return 64;
+  if (rows_per_expert <= 64) return 64;
   return 128;
 }
 
@@ -181,10 +182,13 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
     TC_CHECK_ARG(over.block_m == sched_bm, kOp, "block_m", fmt::format("{} (the tile schedule's tile height)", sched_bm),
                  std::to_string(over.block_m));
   const bool sm90_ok = cc_major == 9 && (c.block_m == 128 || c.block_m == 64) && vector_ok(a);
+  // 64-row wgmma tiles are there on request (sm90=1, tested); the default
+  // keeps the mma.sync kernel for them until a head-to-head measurement says
+  // which is faster at that height.
   TC_CHECK_ARG(over.sm90 != 1 || sm90_ok, kOp, "sm90",
                "the wgmma kernel only for 64- or 128-row tiles, 16-byte aligned rows and compute capability 9.0",
                fmt::format("block_m {}, {} rows, sm_{}x", c.block_m, vector_ok(a) ? "aligned" : "unaligned", cc_major));
-  c.sm90 = over.sm90 >= 0 ? over.sm90 : sm90_ok;
+  c.sm90 = over.sm90 >= 0 ? over.sm90 : sm90_ok && c.block_m == 128;
   if (c.sm90) {
     // Gated: 128 gate + 128 up columns; plain: 256 when N fills it. Ring of
     // four to six stages in ~200 KB: one CTA of two warpgroups per SM.

@@ -1,0 +1,128 @@
+// The grouped GEMM and the fused MoE layer on the GPU: every smoke case
+// against the golden (plus the float64 check), both kernels at both tile
+// heights, and the layer's promises: deterministic bits, CUDA-graph capture.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "test_util.h"
+#include "tilecraft/harness/random.h"
+#include "tilecraft/ops/fused_moe.h"
+#include "tilecraft/runtime/device.h"
+
+using namespace tilecraft;
+
+TEST(GpuMoeGroupedGemm, SmokeCases) {
+  TC_REQUIRE_GPU();
+  EXPECT_GT(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA), 40);
+}
+
+// The kernel the heuristic does not pick for a shape must be right too.
+TEST(GpuMoeGroupedGemm, BothKernelsAtEveryTileHeight) {
+  TC_REQUIRE_GPU();
+  // 64-row tiles through wgmma (opt-in), 128-row tiles through mma.sync.
+  EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, "kn-stacked", {{"sm90", 1}}), 3);
+  EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, "prefill-bm128", {{"sm90", 0}}), 3);
+  EXPECT_EQ(
+      test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, "prefill-bm128-kn", {{"sm90", 0}}), 3);
+}
+
+TEST(GpuFusedMoe, SmokeCases) {
+  TC_REQUIRE_GPU();
+  EXPECT_GT(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA), 8);
+}
+
+namespace {
+// A DeepSeek-shaped layer, scaled down, on the device.
+struct Layer {
+  int64_t T = 200, H = 512, I = 256, E = 32, K = 4;
+  DeviceTensor x, wr, wg, wu, wd, bias, out, ids, w;
+  Layer() {
+    const DType dt = DType::kBF16;
+    x = DeviceTensor(dt, {T, H});
+    wr = DeviceTensor(dt, {E, H});
+    wg = DeviceTensor(dt, {E, I, H});
+    wu = DeviceTensor(dt, {E, I, H});
+    wd = DeviceTensor(dt, {E, H, I});
+    bias = DeviceTensor(DType::kF32, {E});
+    out = DeviceTensor(dt, {T, H});
+    ids = DeviceTensor(DType::kI32, {T, K});
+    w = DeviceTensor(DType::kF32, {T, K});
+    uint64_t stream = 1;
+    for (DeviceTensor* t : {&x, &wr, &wg, &wu, &wd, &bias})
+      harness::fill_uniform_device(t->view(), 777, stream++, -0.2f, 0.2f, nullptr);
+    harness::fill_uniform_device(x.view(), 777, 99, -1.f, 1.f, nullptr);
+    TC_CU(rt::driver().cuCtxSynchronize());
+  }
+  ops::FusedMoeArgs args() {
+    ops::FusedMoeArgs a;
+    a.x = x.view();
+    a.w_router = wr.view();
+    a.w_gate.stacked = wg.view();
+    a.w_up.stacked = wu.view();
+    a.w_down.stacked = wd.view();
+    a.bias = bias.view();
+    a.out = out.view();
+    a.ids = ids.view();
+    a.weights = w.view();
+    return a;
+  }
+  ops::FusedMoeParams params() const {
+    ops::FusedMoeParams p;
+    p.top_k = int(K);
+    p.gate.mode = ops::GateMode::kSigmoidGroupedTopk;
+    p.gate.renormalize = true;
+    p.gate.n_group = 8;
+    p.gate.topk_group = 4;
+    p.gate.scale = 2.5f;
+    return p;
+  }
+};
+
+bool same_bits(const HostTensor& a, const HostTensor& b) {
+  return a.nbytes() == b.nbytes() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
+}
+}  // namespace
+
+TEST(GpuFusedMoe, DeterministicBits) {
+  TC_REQUIRE_GPU();
+  Layer L;
+  rt::Stream s;
+  ops::FusedMoeWorkspace ws;
+  ops::fused_moe(L.args(), L.params(), s.get(), &ws);
+  s.sync();
+  const HostTensor first = L.out.to_host();
+  for (int i = 0; i < 3; ++i) {
+    L.out.fill_bytes(0xff);
+    ops::fused_moe(L.args(), L.params(), s.get(), i == 1 ? nullptr : &ws);  // scratch or workspace: same bits
+    s.sync();
+    EXPECT_TRUE(same_bits(first, L.out.to_host())) << "run " << i;
+  }
+}
+
+TEST(GpuFusedMoe, CudaGraphCaptureAndReplay) {
+  TC_REQUIRE_GPU();
+  Layer L;
+  rt::Stream s;
+  ops::FusedMoeWorkspace ws;
+  ops::fused_moe(L.args(), L.params(), s.get(), &ws);  // compiles, loads, sizes the workspace
+  s.sync();
+  const HostTensor eager = L.out.to_host();
+  L.out.fill_bytes(0xff);
+  const auto& d = rt::driver();
+  TC_CU(d.cuStreamBeginCapture(s.get(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  ops::fused_moe(L.args(), L.params(), s.get(), &ws);
+  CUgraph g;
+  TC_CU(d.cuStreamEndCapture(s.get(), &g));
+  CUgraphExec ge;
+  TC_CU(d.cuGraphInstantiate(&ge, g, 0));
+  EXPECT_FALSE(same_bits(eager, L.out.to_host())) << "capture must not have executed the layer";
+  for (int i = 0; i < 2; ++i) {
+    L.out.fill_bytes(0xff);
+    TC_CU(d.cuGraphLaunch(ge, s.get()));
+    s.sync();
+    EXPECT_TRUE(same_bits(eager, L.out.to_host())) << "replay " << i;
+  }
+  d.cuGraphExecDestroy(ge);
+  d.cuGraphDestroy(g);
+}

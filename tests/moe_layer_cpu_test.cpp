@@ -1,0 +1,160 @@
+// The grouped GEMM and the fused MoE layer without a GPU: every smoke case of
+// both ops on the CPU backend (golden + float64 check), the argument checks
+// (each error names op, argument, expectation and what was given), and the
+// kernels the layer compiles for sm_90a.
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+#include "tilecraft/ops/fused_moe.h"
+#include "tilecraft/ops/moe_grouped_gemm.h"
+
+using namespace tilecraft;
+
+TEST(MoeGroupedGemmCpu, SmokeCases) {
+  EXPECT_GT(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCPU), 40);
+}
+
+TEST(FusedMoeCpu, SmokeCases) { EXPECT_GT(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCPU), 8); }
+
+TEST(MoeGroupedGemmCpu, TileHeightHeuristic) {
+  EXPECT_EQ(ops::moe_grouped_gemm_block_m(0.5), 16);
+  EXPECT_EQ(ops::moe_grouped_gemm_block_m(16), 32);
+  EXPECT_EQ(ops::moe_grouped_gemm_block_m(64), 64);
+  EXPECT_EQ(ops::moe_grouped_gemm_block_m(1000), 128);
+}
+
+namespace {
+// Host tensors for a small layer; views can be bent per test.
+struct HostLayer {
+  int64_t T = 4, H = 64, I = 32, E = 8, K = 2;
+  DType dt = DType::kBF16;
+  HostTensor x{dt, {T, H}}, wr{dt, {E, H}}, wg{dt, {E, I, H}}, wu{dt, {E, I, H}}, wd{dt, {E, H, I}}, out{dt, {T, H}};
+  ops::FusedMoeArgs args() const {
+    ops::FusedMoeArgs a;
+    a.x = x.view();
+    a.w_router = wr.view();
+    a.w_gate.stacked = wg.view();
+    a.w_up.stacked = wu.view();
+    a.w_down.stacked = wd.view();
+    a.out = out.view();
+    return a;
+  }
+  ops::FusedMoeParams params() const {
+    ops::FusedMoeParams p;
+    p.top_k = int(K);
+    return p;
+  }
+};
+}  // namespace
+
+TEST(FusedMoeCpu, ArgumentErrorsNameTheArgument) {
+  HostLayer L;
+  EXPECT_NO_THROW(ops::validate_fused_moe(L.args(), L.params(), DeviceType::kCPU));
+  {  // E not a multiple of the group count
+    auto p = L.params();
+    p.gate.mode = ops::GateMode::kSigmoidGroupedTopk;
+    p.gate.n_group = 3;
+    TC_EXPECT_ERROR(ops::validate_fused_moe(L.args(), p, DeviceType::kCPU), ErrorKind::kInvalidArgument, "fused_moe",
+                    "n_group", "a divisor of E = 8", "3");
+  }
+  {  // top_k beyond the experts
+    auto p = L.params();
+    p.top_k = 9;
+    TC_EXPECT_ERROR(ops::validate_fused_moe(L.args(), p, DeviceType::kCPU), ErrorKind::kInvalidArgument, "top_k", "9");
+  }
+  {  // wrong dtype
+    HostTensor x32(DType::kF32, {L.T, L.H});
+    auto a = L.args();
+    a.x = x32.view();
+    TC_EXPECT_ERROR(ops::validate_fused_moe(a, L.params(), DeviceType::kCPU), ErrorKind::kType, "fused_moe", "'x'",
+                    "fp16 or bf16", "fp32");
+  }
+  {  // gate weights of the wrong shape
+    HostTensor bad(L.dt, {L.E, L.I, L.H + 1});
+    auto a = L.args();
+    a.w_gate.stacked = bad.view();
+    TC_EXPECT_ERROR(ops::validate_fused_moe(a, L.params(), DeviceType::kCPU), ErrorKind::kInvalidArgument,
+                    "w_gate", "[32, 64]", "[32, 65]");
+  }
+  {  // a down projection of another expert count
+    HostTensor bad(L.dt, {L.E - 1, L.H, L.I});
+    auto a = L.args();
+    a.w_down.stacked = bad.view();
+    TC_EXPECT_ERROR(ops::validate_fused_moe(a, L.params(), DeviceType::kCPU), ErrorKind::kInvalidArgument, "w_down",
+                    "8 experts", "7 experts");
+  }
+  {  // mixed layouts
+    auto a = L.args();
+    HostTensor kn(L.dt, {L.E, L.H, L.I});
+    a.w_up.stacked = kn.view();
+    a.w_up.layout = ops::WeightLayout::kKN;
+    TC_EXPECT_ERROR(ops::validate_fused_moe(a, L.params(), DeviceType::kCPU), ErrorKind::kInvalidArgument, "w_up",
+                    "NK layout");
+  }
+  {  // given routing without the routing
+    auto p = L.params();
+    p.given_routing = true;
+    TC_EXPECT_ERROR(ops::validate_fused_moe(L.args(), p, DeviceType::kCPU), ErrorKind::kInvalidArgument, "ids");
+  }
+  {  // a CPU tensor on the CUDA backend
+    TC_EXPECT_ERROR(ops::validate_fused_moe(L.args(), L.params(), DeviceType::kCUDA), ErrorKind::kInvalidArgument,
+                    "'x'", "a CUDA tensor");
+  }
+}
+
+TEST(MoeGroupedGemmCpu, ArgumentErrorsNameTheArgument) {
+  HostTensor a(DType::kBF16, {10, 64}), w(DType::kBF16, {2, 48, 64}), out(DType::kBF16, {64, 48});
+  HostTensor tiles(DType::kI32, {4}), tiles_bad(DType::kI32, {3});
+  ops::MoeGroupedGemmArgs g;
+  g.a = a.view();
+  g.w.stacked = w.view();
+  g.out = out.view();
+  g.tile_expert = tiles.view();
+  HostTensor idx(DType::kI32, {64});
+  g.a_index = idx.view();
+  EXPECT_NO_THROW(ops::validate_moe_grouped_gemm(g, DeviceType::kCPU));
+  auto bad = g;
+  bad.tile_expert = tiles_bad.view();
+  TC_EXPECT_ERROR(ops::validate_moe_grouped_gemm(bad, DeviceType::kCPU), ErrorKind::kInvalidArgument,
+                  "moe_grouped_gemm", "tile_expert", "M = 64");
+  bad = g;
+  bad.tile_expert.reset();
+  TC_EXPECT_ERROR(ops::validate_moe_grouped_gemm(bad, DeviceType::kCPU), ErrorKind::kInvalidArgument, "tile_expert",
+                  "2 experts");
+  bad = g;
+  bad.w.layout = ops::WeightLayout::kKN;
+  TC_EXPECT_ERROR(ops::validate_moe_grouped_gemm(bad, DeviceType::kCPU), ErrorKind::kInvalidArgument, "'w'",
+                  "KN layout");
+  // 16-row tiles: the wgmma kernel cannot take them; asking says why.
+  ops::MoeGroupedGemmConfig over;
+  over.sm90 = 1;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "sm90", "block_m 16");
+  // The block_m override must match the schedule.
+  over = {};
+  over.block_m = 32;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "block_m", "16");
+}
+
+TEST(FusedMoeCpu, KernelsForSm90a) {
+  HostLayer L;
+  L.T = 4096;
+  // Stand-in device tensors: only shapes and alignment matter.
+  auto cuda = [](TensorView t) {
+    t.device = Device{DeviceType::kCUDA, 0};
+    t.data = reinterpret_cast<void*>(uintptr_t(1) << 20);
+    return t;
+  };
+  HostTensor x(L.dt, {L.T, L.H}), out(L.dt, {L.T, L.H});
+  auto a = L.args();
+  a.x = cuda(x.view());
+  a.out = cuda(out.view());
+  a.w_router = cuda(a.w_router);
+  a.w_gate.stacked = cuda(*a.w_gate.stacked);
+  a.w_up.stacked = cuda(*a.w_up.stacked);
+  a.w_down.stacked = cuda(*a.w_down.stacked);
+  const auto specs = ops::fused_moe_kernel_specs(a, L.params());
+  ASSERT_EQ(specs.size(), 6u);  // router GEMM, gate, mapping, gate/up, down, combine
+  EXPECT_NE(specs[3].config.find("wgmma"), std::string::npos) << specs[3].config;
+  EXPECT_NE(specs[3].config.find("silu*up"), std::string::npos) << specs[3].config;
+  EXPECT_GT(ops::fused_moe_workspace_bytes(a, L.params()), size_t(L.T * L.K * (L.H + L.I) * 2));
+}
