@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 OUT ?= results
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build run test test-cpu test-gpu clean format
+.PHONY: all deps configure build run test test-cpu test-gpu test-python clean format
 
 all: build
 
@@ -29,6 +29,10 @@ run: build
 test: build
 	cd $(BUILD_DIR) && TILECRAFT_CACHE_DIR=$(abspath $(BUILD_DIR))/test_jit_cache \
 	  ctest --output-on-failure -j $(JOBS) --timeout 900
+	TILECRAFT_CACHE_DIR=$(abspath $(BUILD_DIR))/test_jit_cache scripts/python_tests.sh $(BUILD_DIR)
+
+test-python: build
+	TILECRAFT_CACHE_DIR=$(abspath $(BUILD_DIR))/test_jit_cache scripts/python_tests.sh $(BUILD_DIR)
 
 test-cpu: build
 	cd $(BUILD_DIR) && TILECRAFT_CACHE_DIR=$(abspath $(BUILD_DIR))/test_jit_cache ctest -L cpu --output-on-failure -j $(JOBS)

@@ -26,6 +26,22 @@ done
 
 if ! command -v cmake >/dev/null; then missing+=(cmake); fi
 
+# Python side (the tilecraft package and its tests): nanobind to build the
+# extension, numpy and pytest to test it. Best effort: a machine that reaches
+# no registry builds and tests without them and says so.
+py=${PYTHON:-python3}
+if command -v "$py" >/dev/null; then
+  py_missing=()
+  for mod in nanobind numpy pytest; do
+    "$py" -c "import $mod" 2>/dev/null || py_missing+=("$mod")
+  done
+  if [ ${#py_missing[@]} -gt 0 ]; then
+    echo "install_deps: pip installing ${py_missing[*]}"
+    "$py" -m pip install -q --disable-pip-version-check --root-user-action=ignore "${py_missing[@]}" ||
+      echo "install_deps: could not install ${py_missing[*]}: the Python package and its tests will be skipped" >&2
+  fi
+fi
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install_deps: all build dependencies present"
   exit 0

@@ -1,0 +1,119 @@
+"""Every operator on the CPU backend with numpy arrays, against float64
+references written here, plus the error mapping."""
+import numpy as np
+import pytest
+
+import tilecraft
+from conftest import moe_layer_f64, silu, softmax_topk
+
+
+def test_moe_reduce_fused(rng):
+    x = rng.standard_normal((40, 96)).astype(np.float32)
+    pos = rng.permutation(40)[:30].reshape(10, 3).astype(np.int32)
+    pos[0, 1] = -1  # a skipped slot
+    w = rng.random((10, 3)).astype(np.float32)
+    out = tilecraft.moe_reduce_fused(x, pos, w)
+    ref = np.zeros((10, 96))
+    for t in range(10):
+        for k in range(3):
+            if pos[t, k] >= 0:
+                ref[t] += w[t, k] * x[pos[t, k]]
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+    given = np.empty((10, 96), np.float32)
+    assert tilecraft.moe_reduce_fused(x, pos, w, out=given) is given
+
+
+def test_moe_topk_gate_softmax(rng):
+    logits = rng.standard_normal((50, 16)).astype(np.float32)
+    ids, w = tilecraft.moe_topk_gate(logits, 4, renormalize=True)
+    want_ids, want_w = softmax_topk(logits.astype(np.float64), 4, True)
+    np.testing.assert_array_equal(ids, want_ids)
+    np.testing.assert_allclose(w, want_w, rtol=1e-5, atol=1e-6)
+
+
+def test_moe_fused_mapping_layout(rng):
+    ids = np.stack([rng.permutation(12)[:3] for _ in range(20)]).astype(np.int32)
+    m = tilecraft.moe_fused_mapping(ids, 12, block_m=4)
+    np.testing.assert_array_equal(m["tokens_per_expert"], np.bincount(ids.ravel(), minlength=12))
+    off = m["expert_offsets"]
+    assert off[0] == 0 and np.all(np.diff(off) % 4 == 0)
+    for t in range(20):
+        for k in range(3):
+            row = m["token_topk_to_pos"][t, k]
+            e = ids[t, k]
+            assert off[e] <= row < off[e + 1] and m["pos_to_token"][row] == t
+
+
+@pytest.mark.parametrize("layout", ["nk", "kn"])
+def test_moe_grouped_gemm_gated(rng, layout):
+    T, K, E, H, N = 24, 2, 4, 64, 48
+    x = rng.standard_normal((T, H)).astype(np.float16)
+    ids = np.stack([rng.permutation(E)[:K] for _ in range(T)]).astype(np.int32)
+    m = tilecraft.moe_fused_mapping(ids, E, block_m=16)
+    shape = (E, N, H) if layout == "nk" else (E, H, N)
+    wg = (rng.standard_normal(shape) / 8).astype(np.float16)
+    wu = (rng.standard_normal(shape) / 8).astype(np.float16)
+    per_expert = [wg[e] for e in range(E)]  # the race's form: one tensor per expert
+    out = tilecraft.moe_grouped_gemm(x, per_expert if layout == "kn" else wg, w_up=[wu[e] for e in range(E)]
+                                     if layout == "kn" else wu, layout=layout, a_index=m["pos_to_token"],
+                                     tile_expert=m["tile_expert"], num_tiles=m["num_tiles"])
+    for t in range(T):
+        for k in range(K):
+            e, row = ids[t, k], m["token_topk_to_pos"][t, k]
+            g_w = wg[e].astype(np.float64) if layout == "nk" else wg[e].astype(np.float64).T
+            u_w = wu[e].astype(np.float64) if layout == "nk" else wu[e].astype(np.float64).T
+            xt = x[t].astype(np.float64)
+            np.testing.assert_allclose(out[row], silu(g_w @ xt) * (u_w @ xt), rtol=1e-2, atol=1e-2)
+
+
+def test_fused_moe_layer_and_object(rng):
+    B, S, H, I, E, K = 2, 12, 64, 32, 8, 2
+    x = rng.standard_normal((B, S, H)).astype(np.float16)
+    wr = (rng.standard_normal((E, H)) / 8).astype(np.float16)
+    wg = (rng.standard_normal((E, I, H)) / 8).astype(np.float16)
+    wu = (rng.standard_normal((E, I, H)) / 8).astype(np.float16)
+    wd = (rng.standard_normal((E, H, I)) / 6).astype(np.float16)
+    out = tilecraft.fused_moe(x, wr, wg, wu, wd, K)
+    assert out.shape == (B, S, H) and out.dtype == np.float16
+    ref, _ = moe_layer_f64(x.reshape(-1, H), wr, wg, wu, wd, K)
+    np.testing.assert_allclose(out.reshape(-1, H).astype(np.float64), ref, rtol=1e-2, atol=1e-2)
+    # The race's layout, per expert by reference: same layer.
+    layer = tilecraft.FusedMoE(wr, [np.ascontiguousarray(wg[e].T) for e in range(E)],
+                               [np.ascontiguousarray(wu[e].T) for e in range(E)],
+                               [np.ascontiguousarray(wd[e].T) for e in range(E)], K, layout="kn")
+    np.testing.assert_array_equal(layer(x), out)
+
+
+def test_errors_map_to_python_exceptions(rng):
+    x = rng.standard_normal((8, 16)).astype(np.float32)
+    pos = np.zeros((4, 2), np.int32)
+    with pytest.raises(TypeError, match="moe_reduce_fused.*'x'"):
+        tilecraft.moe_reduce_fused(x.astype(np.float64), pos, out=np.empty((4, 16), np.float32))
+    with pytest.raises(ValueError, match="topk_weights.*\\[4, 2\\]"):
+        tilecraft.moe_reduce_fused(x, pos, np.ones((4, 3), np.float32))
+    with pytest.raises(ValueError, match="mode"):
+        tilecraft.moe_topk_gate(x, 2, mode="argmax")
+    with pytest.raises(ValueError, match="contiguous"):
+        tilecraft.moe_reduce_fused(x[:, ::2], pos)
+    with pytest.raises(TypeError, match="numpy has no bfloat16"):
+        tilecraft.moe_reduce_fused(x, pos, out_dtype="bfloat16")
+
+
+torch = None
+try:  # torch is optional: CPU torch tensors when it is installed
+    import torch  # noqa: F811
+except ImportError:
+    pass
+
+
+@pytest.mark.skipif(torch is None, reason="torch is not installed")
+def test_torch_cpu_tensors_in_and_out(rng):
+    x = torch.randn(6, 10, 64, dtype=torch.float16)
+    E, I, K = 4, 32, 2
+    wr = torch.randn(E, 64, dtype=torch.float16) / 8
+    wg, wu = (torch.randn(E, I, 64, dtype=torch.float16) / 8 for _ in range(2))
+    wd = torch.randn(E, 64, I, dtype=torch.float16) / 6
+    out = tilecraft.fused_moe(x, wr, wg, wu, wd, K)
+    assert isinstance(out, torch.Tensor) and out.shape == x.shape
+    ref, _ = moe_layer_f64(x.reshape(-1, 64).numpy(), wr.numpy(), wg.numpy(), wu.numpy(), wd.numpy(), K)
+    np.testing.assert_allclose(out.reshape(-1, 64).double().numpy(), ref, rtol=1e-2, atol=1e-2)

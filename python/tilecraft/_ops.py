@@ -1,0 +1,153 @@
+"""Python faces of the C++ operators. Arguments are named as in the manifest
+(manifest/moe.yaml); outputs are allocated with the caller's framework (torch
+or numpy) on the inputs' device unless passed with out=/ids=/..."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from . import _C
+
+Tensor = Any  # a torch.Tensor or numpy.ndarray (anything exporting DLPack)
+
+_TORCH_DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "int32": "int32",
+                 "float8_e4m3fn": "float8_e4m3fn"}
+
+
+def _is_torch(t: Tensor) -> bool:
+    return type(t).__module__.startswith("torch")
+
+
+def _dtype_name(t: Tensor) -> str:
+    name = str(t.dtype)
+    return name.split(".")[-1]  # torch.bfloat16 -> bfloat16, numpy float16 -> float16
+
+
+def _empty(like: Tensor, shape: Sequence[int], dtype: str) -> Tensor:
+    """A new tensor of the caller's kind, on `like`'s device."""
+    if _is_torch(like):
+        import torch
+
+        return torch.empty(tuple(shape), dtype=getattr(torch, _TORCH_DTYPES[dtype]), device=like.device)
+    import numpy as np
+
+    if dtype == "bfloat16" or dtype.startswith("float8"):
+        raise TypeError(f"tilecraft: numpy has no {dtype}; pass out= or use torch tensors")
+    return np.empty(tuple(shape), dtype=dtype)
+
+
+def _stream(t: Tensor) -> int:
+    """torch's current stream on t's device (0 for CPU tensors and numpy)."""
+    if _is_torch(t) and t.is_cuda:
+        import torch
+
+        return torch.cuda.current_stream(t.device).cuda_stream
+    return 0
+
+
+def _experts(w: Tensor | Sequence[Tensor]) -> tuple[list, bool]:
+    """One stacked tensor, or one tensor per expert."""
+    if isinstance(w, (list, tuple)):
+        if not w:
+            raise ValueError("tilecraft: expected one tensor per expert, got an empty list")
+        return list(w), False
+    return [w], True
+
+
+def moe_reduce_fused(x: Tensor, token_topk_to_pos: Tensor, topk_weights: Tensor | None = None, *,
+                     x_sf: Tensor | None = None, sf: Tensor | None = None, out: Tensor | None = None,
+                     out_dtype: str | None = None, checked: bool = False) -> Tensor:
+    """out[t] = sum_k topk_weights[t, k] * x[token_topk_to_pos[t, k]] (slots < 0 skipped), fp32
+    accumulation in k order; optional per-row x_sf, fp8 output with global scale sf."""
+    T, _ = token_topk_to_pos.shape
+    if out is None:
+        out = _empty(x, (T, x.shape[1]), out_dtype or _dtype_name(x))
+    _C.moe_reduce_fused(x, token_topk_to_pos, topk_weights, x_sf, sf, out, checked, _stream(x))
+    return out
+
+
+def moe_topk_gate(logits: Tensor, top_k: int, *, mode: str = "softmax_topk", renormalize: bool = False,
+                  n_group: int = 1, topk_group: int = 1, scale: float = 1.0, bias: Tensor | None = None,
+                  ids: Tensor | None = None, weights: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Router logits [T, E] (fp32) -> (ids [T, K] int32, weights [T, K] fp32); ties to the smaller index."""
+    T = logits.shape[0]
+    ids = _empty(logits, (T, top_k), "int32") if ids is None else ids
+    weights = _empty(logits, (T, top_k), "float32") if weights is None else weights
+    _C.moe_topk_gate(logits, bias, ids, weights, mode, renormalize, n_group, topk_group, scale, _stream(logits))
+    return ids, weights
+
+
+def moe_fused_mapping(ids: Tensor, num_experts: int, *, block_m: int = 1) -> dict[str, Tensor]:
+    """Expert ids [T, K] -> the expert-major layout: tokens_per_expert, expert_offsets (each
+    expert's rows padded to block_m), token_topk_to_pos, pos_to_token, tile_expert, num_tiles."""
+    T, K = ids.shape
+    rows = _C.mapping_rows(T, K, num_experts, block_m)
+    o = {
+        "tokens_per_expert": _empty(ids, (num_experts,), "int32"),
+        "expert_offsets": _empty(ids, (num_experts + 1,), "int32"),
+        "token_topk_to_pos": _empty(ids, (T, K), "int32"),
+        "pos_to_token": _empty(ids, (rows,), "int32"),
+        "tile_expert": _empty(ids, (rows // block_m,), "int32"),
+        "num_tiles": _empty(ids, (1,), "int32"),
+    }
+    _C.moe_fused_mapping(ids, o["tokens_per_expert"], o["expert_offsets"], o["token_topk_to_pos"],
+                         o["pos_to_token"], o["tile_expert"], o["num_tiles"], num_experts, block_m, _stream(ids))
+    return o
+
+
+def moe_grouped_gemm(a: Tensor, w: Tensor | Sequence[Tensor], *, w_up: Tensor | Sequence[Tensor] | None = None,
+                     layout: str = "nk", a_index: Tensor | None = None, tile_expert: Tensor | None = None,
+                     num_tiles: Tensor | None = None, row_scale: Tensor | None = None, out: Tensor | None = None,
+                     out_dtype: str | None = None, config: dict[str, int] | None = None) -> Tensor:
+    """C[r] = A[a_index[r]] . W_e (silu(A.W) * (A.W_up) when w_up is given), e = tile_expert of
+    row r's tile. w: stacked [E, N, K] ('nk') / [E, K, N] ('kn'), or a list of per-expert tensors."""
+    ws, stacked = _experts(w)
+    ups = _experts(w_up)[0] if w_up is not None else None
+    first = ws[0]
+    n = (first.shape[-2] if layout == "nk" else first.shape[-1])
+    rows = a_index.shape[0] if a_index is not None else a.shape[0]
+    if out is None:
+        out = _empty(a, (rows, n), out_dtype or _dtype_name(a))
+    _C.moe_grouped_gemm(a, ws, stacked, ups, layout, a_index, tile_expert, num_tiles, row_scale, out,
+                        dict(config or {}), _stream(a))
+    return out
+
+
+def fused_moe(x: Tensor, w_router: Tensor, w_gate: Tensor | Sequence[Tensor], w_up: Tensor | Sequence[Tensor],
+              w_down: Tensor | Sequence[Tensor], top_k: int, *, mode: str = "softmax_topk",
+              renormalize: bool = False, n_group: int = 1, topk_group: int = 1, scale: float = 1.0,
+              bias: Tensor | None = None, layout: str = "nk", routing: tuple[Tensor, Tensor] | None = None,
+              out: Tensor | None = None, ids: Tensor | None = None, weights: Tensor | None = None,
+              workspace: "_C.Workspace | None" = None) -> Tensor:
+    """The routed-experts MoE layer on x [..., H]. Weights per expert: 'nk' gate/up [I, H], down
+    [H, I] (nn.Linear); 'kn' gate/up [H, I], down [I, H] (the race's), stacked or one tensor per
+    expert. routing=(ids, weights) skips the router and gate. ids=/weights= receive the routing."""
+    lead = tuple(x.shape[:-1])
+    H = x.shape[-1]
+    x2 = x.reshape(-1, H)
+    if out is None:
+        out = _empty(x, (x2.shape[0], H), _dtype_name(x))
+    out2 = out.reshape(-1, H)
+    g, stacked = _experts(w_gate)
+    u, _ = _experts(w_up)
+    d, _ = _experts(w_down)
+    given = routing is not None
+    if given:
+        ids, weights = routing
+    _C.fused_moe(x2, w_router, g, u, d, stacked, layout, bias, out2, ids, weights, top_k, mode, renormalize,
+                 n_group, topk_group, scale, given, workspace, _stream(x))
+    return out2.reshape(*lead, H)
+
+
+class FusedMoE:
+    """A layer object: weights and routing settings fixed, its workspace kept between calls
+    (the `cached_e2e` scope of `tilecraft bench`)."""
+
+    def __init__(self, w_router: Tensor, w_gate: Tensor | Sequence[Tensor], w_up: Tensor | Sequence[Tensor],
+                 w_down: Tensor | Sequence[Tensor], top_k: int, *, layout: str = "nk", **routing: Any) -> None:
+        self.w_router, self.w_gate, self.w_up, self.w_down = w_router, w_gate, w_up, w_down
+        self.top_k, self.layout, self.routing = top_k, layout, routing
+        self.workspace = _C.Workspace()
+
+    def __call__(self, x: Tensor, out: Tensor | None = None) -> Tensor:
+        return fused_moe(x, self.w_router, self.w_gate, self.w_up, self.w_down, self.top_k, layout=self.layout,
+                         out=out, workspace=self.workspace, **self.routing)

@@ -1,0 +1,1 @@
+"""Drop-ins for kernel-race harnesses (see tilecraft.race.moe)."""

@@ -1,0 +1,83 @@
+// The tilecraft command line, shared by the `tilecraft` binary and
+// `python -m tilecraft`. Exit codes: 0 ok, 1 failures found (tests, compile
+// errors), 2 usage error, 3 a GPU was required and none is usable, 4 other errors.
+#include <iostream>
+
+#include "commands.h"
+#include "tilecraft/error.h"
+
+namespace tilecraft::cli {
+
+int run_main(int argc, char** argv) {
+  cli::Options o;
+  CLI::App app{"tilecraft: compile, check and measure tile-level GPU kernels for MoE-era LLM inference"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", TILECRAFT_VERSION);
+
+  auto* env = app.add_subcommand("env", "Show the GPU, driver, compilers, build and commit");
+  auto* list = app.add_subcommand("list", "List ops, variants, workloads and tags from the manifest");
+  cli::add_manifest_flags(list, o);
+  list->add_option("--tag", o.tag, "Only workloads with this tag");
+  auto* compile = app.add_subcommand("compile", "JIT-compile every kernel the selected workloads need");
+  cli::add_filter_flags(compile, o);
+  cli::add_compile_flags(compile, o);
+  compile->add_option("--arch", o.arch, "Target arch (default: the GPU's, or sm_90a without one)");
+  auto* test = app.add_subcommand("test", "Check correctness against the golden");
+  cli::add_filter_flags(test, o);
+  cli::add_compile_flags(test, o);
+  test->add_option("--backend", o.backend, "cuda or cpu (default: cuda when a GPU is present)")
+      ->check(CLI::IsMember({"cuda", "cpu"}));
+  test->add_flag("--unchecked", o.unchecked, "Run without checked mode (index validation)");
+  auto* bench = app.add_subcommand("bench", "Time the selected cases (benchmark protocol) with roofline columns");
+  cli::add_filter_flags(bench, o);
+  cli::add_compile_flags(bench, o);
+  cli::add_timing_flags(bench, o);
+  bench->add_option("--backend", o.backend, "cuda or cpu")->check(CLI::IsMember({"cuda", "cpu"}));
+  auto* run = app.add_subcommand("run", "Main job: env, compile, test and bench; writes logs and reports");
+  cli::add_filter_flags(run, o);
+  cli::add_compile_flags(run, o);
+  cli::add_timing_flags(run, o);
+  run->add_option("--out", o.out, "Results directory (default: results)");
+  run->add_option("--arch", o.arch, "Compile target when no GPU is present (default sm_90a)");
+  auto* inspect = app.add_subcommand("inspect", "Show a kernel's generated source, PTX, SASS or resources");
+  cli::add_filter_flags(inspect, o);
+  cli::add_compile_flags(inspect, o);
+  inspect->add_option("--arch", o.arch, "Target arch (default: the GPU's, or sm_90a)");
+  inspect->add_option("--dump", o.dump, "source|ptx|sass|resources")
+      ->required()
+      ->check(CLI::IsMember({"source", "ptx", "sass", "resources"}));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  try {
+    if (*env) return cli::cmd_env(o);
+    if (*list) return cli::cmd_list(o);
+    if (*compile) return cli::cmd_compile(o);
+    if (*test) return cli::cmd_test(o);
+    if (*bench) return cli::cmd_bench(o);
+    if (*run) return cli::cmd_run(o);
+    if (*inspect) return cli::cmd_inspect(o);
+  } catch (const Error& e) {
+    std::cerr << "tilecraft: " << e.what() << "\n";
+    switch (e.kind()) {
+      case ErrorKind::kInvalidArgument:
+      case ErrorKind::kType:
+      case ErrorKind::kManifest: return 2;
+      case ErrorKind::kNoDevice: return 3;
+      default: return 4;
+    }
+  } catch (const std::bad_alloc&) {
+    std::cerr << "tilecraft: out of memory (host or device) while running the command\n";
+    return 4;
+  } catch (const std::exception& e) {
+    std::cerr << "tilecraft: internal error: " << e.what() << "\n";
+    return 4;
+  }
+  return 0;
+}
+
+}  // namespace tilecraft::cli
