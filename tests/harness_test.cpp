@@ -127,3 +127,18 @@ TEST(Reports, JsonlCsvMarkdown) {
   std::string md = correctness_report(env, recs, "");
   EXPECT_NE(md.find("1 passed, 1 failed"), std::string::npos);
 }
+
+// Composite ops' scopes reach the performance report, one row each, errors named.
+TEST(Reports, PerformanceReportListsScopes) {
+  nlohmann::json r{{"case_id", "fused_moe/Default/x"},
+                   {"scope", "cached_e2e: the whole layer"},
+                   {"timing", {{"median_us", 100.0}, {"p90_us", 101.0}}},
+                   {"tflops", 300.0}};
+  r["scopes"].push_back({{"name", "official_e2e"}, {"note", "race boundary"}, {"timing", {{"median_us", 120.0}}}});
+  r["scopes"].push_back({{"name", "cublas_dense"}, {"note", "baseline"}, {"error", "cuBLAS missing"}});
+  std::string md = performance_report(EnvInfo{}, nullptr, {r}, "");
+  EXPECT_NE(md.find("## Scopes"), std::string::npos) << md;
+  EXPECT_NE(md.find("| fused_moe/Default/x | cached_e2e | 100.00"), std::string::npos) << md;
+  EXPECT_NE(md.find("| | official_e2e | 120.00"), std::string::npos) << md;
+  EXPECT_NE(md.find("ERROR cuBLAS missing"), std::string::npos) << md;
+}

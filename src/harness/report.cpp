@@ -144,6 +144,26 @@ std::string performance_report(const EnvInfo& env, const Ceilings* ce, const Rec
                      r.contains("verified") ? (r["verified"].get<bool>() ? "yes" : "NO") : "-", r.value("flush", "-"));
     if (r.contains("error")) s += fmt::format("| ↳ error: {} |\n", r["error"].get<std::string>());
   }
+  // Composite ops: each scope timed under the same protocol (stages, end-to-end boundaries, baselines).
+  bool any_scopes = false;
+  for (auto& r : recs) any_scopes |= r.contains("scopes");
+  if (any_scopes) {
+    s += "\n## Scopes\n\nEach row timed under the protocol above; the first row of a case is its main line.\n\n"
+         "| case | scope | median us | p90 us | TFLOP/s | covers |\n|---|---|---|---|---|---|\n";
+    for (auto& r : recs) {
+      if (!r.contains("scopes")) continue;
+      auto t = r.value("timing", nlohmann::json::object());
+      const std::string main = r.value("scope", "kernel");
+      s += fmt::format("| {} | {} | {} | {} | {} | {} |\n", r.value("case_id", "?"), main.substr(0, main.find(':')),
+                       num(t, "median_us"), num(t, "p90_us"), num(r, "tflops", "{:.1f}"), main);
+      for (auto& sc : r["scopes"]) {
+        auto st = sc.value("timing", nlohmann::json::object());
+        s += fmt::format("| | {} | {} | {} | {} | {} |\n", sc.value("name", "?"), num(st, "median_us"),
+                         num(st, "p90_us"), num(sc, "tflops", "{:.1f}"),
+                         sc.contains("error") ? "ERROR " + sc["error"].get<std::string>() : sc.value("note", ""));
+      }
+    }
+  }
   s += "\n`% same-size copy`: time of a device copy moving the same number of bytes (half read, half written) "
        "under the same protocol, over the op's time: how close the op is to a plain stream of its own size, "
        "launch and ramp included. `vs empty launch`: the op's median over an empty kernel's, same protocol.\n";

@@ -52,17 +52,7 @@ ops::FusedMoeParams params_of(const CaseData& d) {
 }
 
 ops::ExpertWeights expert_set(const TensorView& t, bool per_expert) {
-  ops::ExpertWeights w;
-  w.layout = per_expert ? ops::WeightLayout::kKN : ops::WeightLayout::kNK;
-  if (!per_expert) {
-    w.stacked = t;
-    return w;
-  }
-  const int64_t E = t.shape[0], r = t.shape[1], c = t.shape[2];
-  for (int64_t e = 0; e < E; ++e)
-    w.per_expert.emplace_back(static_cast<char*>(t.data) + e * r * c * int64_t(dtype_size(t.dtype)), t.dtype,
-                              Shape{r, c}, t.device);
-  return w;
+  return expert_weights_of(t, per_expert ? ops::WeightLayout::kKN : ops::WeightLayout::kNK, per_expert);
 }
 
 ops::FusedMoeArgs args_of(const CaseData& d, const Tensors& in, const Tensors& out) {

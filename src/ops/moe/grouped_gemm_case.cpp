@@ -9,6 +9,20 @@
 
 namespace tilecraft::harness {
 
+ops::ExpertWeights expert_weights_of(const TensorView& t, ops::WeightLayout layout, bool per_expert) {
+  ops::ExpertWeights w;
+  w.layout = layout;
+  if (!per_expert) {
+    w.stacked = t;
+    return w;
+  }
+  const int64_t E = t.shape[0], r = t.shape[1], c = t.shape[2];
+  for (int64_t e = 0; e < E; ++e)
+    w.per_expert.emplace_back(static_cast<char*>(t.data) + e * r * c * int64_t(dtype_size(t.dtype)), t.dtype,
+                              Shape{r, c}, t.device);
+  return w;
+}
+
 MappingLayout map_routing(const HostTensor& ids, int64_t E, int64_t block_m) {
   const int64_t T = ids.shape()[0], K = ids.shape()[1];
   const int64_t rows = ops::moe_fused_mapping_rows(T, K, E, block_m);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tilecraft/harness/op_adapter.h"
+#include "tilecraft/ops/moe_grouped_gemm.h"
 #include "tilecraft/reference/moe_grouped_gemm.h"
 
 namespace tilecraft::harness {
@@ -21,6 +22,11 @@ struct MappingLayout {
   std::vector<int32_t> counts;
   int64_t touched = 0;  // experts with at least one row
 };
+
+// Expert weights from one stacked device tensor [E, r, c]: as it is, or
+// (per_expert) as E views of it passed one pointer per expert, which is how
+// the race's per-expert tensors reach the kernels.
+ops::ExpertWeights expert_weights_of(const TensorView& t, ops::WeightLayout layout, bool per_expert);
 
 // moe_fused_mapping's golden over `ids` [T, K].
 MappingLayout map_routing(const HostTensor& ids, int64_t E, int64_t block_m);

@@ -46,20 +46,6 @@ bool per_expert(const WorkloadSpec& w) {
   return f == "per_expert";
 }
 
-ops::ExpertWeights weights_of(const TensorView& t, ops::WeightLayout layout, bool split) {
-  ops::ExpertWeights w;
-  w.layout = layout;
-  if (!split) {
-    w.stacked = t;
-    return w;
-  }
-  const int64_t E = t.shape[0], r = t.shape[1], c = t.shape[2];
-  for (int64_t e = 0; e < E; ++e)
-    w.per_expert.emplace_back(static_cast<char*>(t.data) + e * r * c * int64_t(dtype_size(t.dtype)), t.dtype,
-                              Shape{r, c}, t.device);
-  return w;
-}
-
 class MoeGroupedGemmAdapter final : public OpAdapter {
  public:
   std::string name() const override { return kOp; }
@@ -195,8 +181,8 @@ class MoeGroupedGemmAdapter final : public OpAdapter {
     a.a_index = in.at("a_index");
     a.tile_expert = in.at("tile_expert");
     a.num_tiles = in.at("num_tiles");
-    a.w = weights_of(in.at("w"), layout, split);
-    if (auto it = in.find("w_up"); it != in.end()) a.w_up = weights_of(it->second, layout, split);
+    a.w = expert_weights_of(in.at("w"), layout, split);
+    if (auto it = in.find("w_up"); it != in.end()) a.w_up = expert_weights_of(it->second, layout, split);
     if (auto it = in.find("row_scale"); it != in.end()) a.row_scale = it->second;
     a.out = out.at("out");
     return a;
