@@ -95,6 +95,10 @@ def test_errors_map_to_python_exceptions(rng):
         tilecraft.moe_topk_gate(x, 2, mode="argmax")
     with pytest.raises(ValueError, match="contiguous"):
         tilecraft.moe_reduce_fused(x[:, ::2], pos)
+    with pytest.raises(ValueError, match="'out'.*contiguous"):
+        tilecraft.fused_moe(np.zeros((4, 8), np.float16), np.zeros((2, 8), np.float16), np.zeros((2, 4, 8), np.float16),
+                            np.zeros((2, 4, 8), np.float16), np.zeros((2, 8, 4), np.float16), 1,
+                            out=np.zeros((8, 4), np.float16).T)
     with pytest.raises(TypeError, match="numpy has no bfloat16"):
         tilecraft.moe_reduce_fused(x, pos, out_dtype="bfloat16")
 

@@ -35,6 +35,10 @@ def _empty(like: Tensor, shape: Sequence[int], dtype: str) -> Tensor:
     return np.empty(tuple(shape), dtype=dtype)
 
 
+def _contiguous(t: Tensor) -> bool:
+    return t.is_contiguous() if _is_torch(t) else bool(t.flags.c_contiguous)
+
+
 def _stream(t: Tensor) -> int:
     """torch's current stream on t's device (0 for CPU tensors and numpy)."""
     if _is_torch(t) and t.is_cuda:
@@ -126,7 +130,10 @@ def fused_moe(x: Tensor, w_router: Tensor, w_gate: Tensor | Sequence[Tensor], w_
     x2 = x.reshape(-1, H)
     if out is None:
         out = _empty(x, (x2.shape[0], H), _dtype_name(x))
-    out2 = out.reshape(-1, H)
+    elif not _contiguous(out):
+        raise ValueError("fused_moe: argument 'out': expected a contiguous tensor (results are written in place), "
+                         f"got strides {tuple(out.strides) if not _is_torch(out) else out.stride()}")
+    out2 = out.reshape(-1, H)  # a view: out is contiguous
     g, stacked = _experts(w_gate)
     u, _ = _experts(w_up)
     d, _ = _experts(w_down)
