@@ -142,3 +142,59 @@ def check(out, want, atol: float = 1e-2, rtol: float = 1e-2) -> tuple[bool, str]
     ok = torch.allclose(o, w, atol=atol, rtol=rtol)
     bad = (~torch.isclose(o, w, atol=atol, rtol=rtol)).sum().item()
     return ok, f"max abs err {(o - w).abs().max().item():.4g}, {bad} of {o.numel()} outside atol=rtol={atol}"
+
+
+class RoutedMoEKernel:
+    """The race's kernel object, driven by the race's own `MoE` module: built
+    with its constructor arguments, called with its 11 tensors. The module
+    has already routed and grouped the tokens:
+
+    input [group_sum, H] (rows grouped by expert, unpadded); gate, up
+    [E, I, H] and down [E, H, I] stacked; routed_expert_weights [group_sum];
+    group_sizes, group_offsets, group_padded_offsets [E] (offsets of each
+    expert's rows unpadded and padded to block_token); group_idx_for_bx
+    [blocks] (the expert of each block_token-row block); up_logits
+    [group_sum, I] and output [group_sum, H] to fill, output row = route weight
+    * down(silu(gate) * up).
+
+    tilecraft runs its grouped GEMMs on the padded layout the metadata
+    describes (A rows gathered by index, so `input` is read in place), then
+    writes the valid rows of both results into the caller's buffers.
+    """
+
+    def __init__(self, d_hidden: int, d_expert: int, n_routed_experts: int, group_sum: int, group_count: int,
+                 block_token: int = 128, block_dhidden: int = 128, block_dexpert: int = 128, threads: int = 256,
+                 num_stages: int = 1, backend: str = "tilecraft", **_tuning: Any) -> None:
+        if block_token not in (16, 32, 64, 128):
+            raise ValueError(f"RoutedMoEKernel: block_token must be 16, 32, 64 or 128 for tilecraft, got {block_token}")
+        self.d_hidden, self.d_expert, self.n_routed_experts = d_hidden, d_expert, n_routed_experts
+        self.group_sum, self.group_count, self.block_token = group_sum, group_count, block_token
+
+    def _rows(self, group_sizes, group_offsets, group_padded_offsets, group_idx_for_bx):
+        """For every padded row: the grouped row it holds, or -1 (padding). On the device, no sync."""
+        import torch
+
+        bt = self.block_token
+        r = torch.arange(group_idx_for_bx.shape[0] * bt, device=group_idx_for_bx.device, dtype=torch.int64)
+        e = group_idx_for_bx.long()[r // bt]
+        local = r - group_padded_offsets.long()[e]
+        valid = (local >= 0) & (local < group_sizes.long()[e])
+        return torch.where(valid, group_offsets.long()[e] + local, torch.full_like(r, -1)).to(torch.int32)
+
+    def __call__(self, input, routed_expert_gate, routed_expert_up, routed_expert_down, routed_expert_weights,
+                 group_sizes, group_offsets, group_padded_offsets, group_idx_for_bx, up_logits, output):
+        import torch
+
+        from .. import moe_grouped_gemm
+
+        src = self._rows(group_sizes, group_offsets, group_padded_offsets, group_idx_for_bx)
+        valid = src >= 0
+        tiles = group_idx_for_bx.to(torch.int32).contiguous()
+        h = moe_grouped_gemm(input, routed_expert_gate, w_up=routed_expert_up, a_index=src, tile_expert=tiles)
+        scale = torch.where(valid, routed_expert_weights.float()[src.long().clamp(min=0)],
+                            torch.zeros((), device=src.device))
+        y = moe_grouped_gemm(h, routed_expert_down, tile_expert=tiles, row_scale=scale.contiguous())
+        rows = src[valid].long()
+        up_logits.index_copy_(0, rows, h[valid])
+        output.index_copy_(0, rows, y[valid])
+        return output
