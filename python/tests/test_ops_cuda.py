@@ -24,6 +24,39 @@ def test_cuda_matches_cpu_backend():
     np.testing.assert_allclose(cuda.float().cpu().numpy(), cpu.float().numpy(), rtol=1e-2, atol=1e-2)
 
 
+def _both(fn, *tensors, **kw):
+    """fn on CPU tensors and on their CUDA copies; results as CPU tensors."""
+    cpu = fn(*tensors, **kw)
+    cuda = fn(*(t.cuda() for t in tensors), **kw)
+    to_cpu = lambda r: tuple(v.cpu() for v in r) if isinstance(r, tuple) else (  # noqa: E731
+        {k: v.cpu() for k, v in r.items()} if isinstance(r, dict) else r.cpu())
+    return cpu, to_cpu(cuda)
+
+
+def test_every_op_matches_the_cpu_backend():
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(64, 512, generator=g).to(torch.bfloat16)
+    pos = torch.randperm(64, generator=g)[:48].reshape(16, 3).to(torch.int32)
+    w = torch.rand(16, 3, generator=g)
+    cpu, cuda = _both(tilecraft.moe_reduce_fused, x, pos, w)
+    assert torch.equal(cpu, cuda)  # bitwise, as the C++ tests promise
+    logits = torch.randn(200, 64, generator=g)
+    (ci, cw), (gi, gw) = _both(tilecraft.moe_topk_gate, logits, top_k=6, renormalize=True)
+    assert torch.equal(ci, gi)
+    torch.testing.assert_close(cw, gw, rtol=1e-5, atol=1e-6)
+    cpu, cuda = _both(tilecraft.moe_fused_mapping, ci, num_experts=64, block_m=16)
+    for k in cpu:
+        assert torch.equal(cpu[k], cuda[k]), k
+    a = torch.randn(200, 256, generator=g).to(torch.bfloat16)
+    wg = (torch.randn(64, 128, 256, generator=g) / 16).to(torch.bfloat16)
+    args = (a, wg)
+    kw = dict(a_index=cpu["pos_to_token"], tile_expert=cpu["tile_expert"], num_tiles=cpu["num_tiles"])
+    c_out = tilecraft.moe_grouped_gemm(*args, **kw)
+    g_out = tilecraft.moe_grouped_gemm(a.cuda(), wg.cuda(), **{k: v.cuda() for k, v in kw.items()})
+    used = int(cpu["num_tiles"].item()) * 16
+    torch.testing.assert_close(g_out.cpu()[:used].float(), c_out[:used].float(), rtol=1e-2, atol=1e-2)
+
+
 def test_work_is_ordered_on_the_current_stream():
     x = torch.randn(4096, 2048, device="cuda", dtype=torch.float16)
     pos = torch.arange(4096 * 2, device="cuda", dtype=torch.int32).reshape(4096, 2) % 4096
