@@ -35,6 +35,8 @@ if command -v "$py" >/dev/null; then
   for mod in nanobind numpy pytest; do
     "$py" -c "import $mod" 2>/dev/null || py_missing+=("$mod")
   done
+  # Optional: torch for the torch-facing Python tests (large; only on request).
+  if [ "${TILECRAFT_WITH_TORCH:-0}" = 1 ] && ! "$py" -c "import torch" 2>/dev/null; then py_missing+=(torch); fi
   if [ ${#py_missing[@]} -gt 0 ]; then
     echo "install_deps: pip installing ${py_missing[*]}"
     "$py" -m pip install -q --disable-pip-version-check --root-user-action=ignore "${py_missing[@]}" ||

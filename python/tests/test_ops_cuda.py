@@ -100,38 +100,3 @@ def test_many_small_calls_keep_memory_flat():
     torch.cuda.synchronize()
     assert torch.cuda.memory_allocated() == before
 
-
-def test_routed_moe_kernel_on_the_race_abi():
-    from tilecraft.race.moe import RoutedMoEKernel
-
-    torch.manual_seed(5)
-    E, H, I, bt = 4, 256, 128, 128
-    sizes = torch.tensor([130, 0, 7, 300], dtype=torch.int32)
-    offsets = torch.cumsum(sizes, 0) - sizes
-    padded = (sizes + bt - 1) // bt * bt
-    padded_offsets = torch.cumsum(padded, 0) - padded
-    blocks = int(sizes.sum().item() // bt + E)
-    idx = torch.full((blocks,), E - 1, dtype=torch.int32)
-    for e in range(E):
-        for b in range(int(padded[e] // bt)):
-            idx[int(padded_offsets[e] // bt) + b] = e
-    n = int(sizes.sum())
-    dev = "cuda"
-    x = torch.randn(n, H, device=dev, dtype=torch.float16)
-    wg, wu = (torch.randn(E, I, H, device=dev, dtype=torch.float16) / 16 for _ in range(2))
-    wd = torch.randn(E, H, I, device=dev, dtype=torch.float16) / 11
-    rw = torch.rand(n, device=dev, dtype=torch.float16)
-    up_logits = torch.empty(n, I, device=dev, dtype=torch.float16)
-    out = torch.empty(n, H, device=dev, dtype=torch.float16)
-    k = RoutedMoEKernel(H, I, E, n, E, block_token=bt)
-    k(x, wg, wu, wd, rw, sizes.to(dev), offsets.to(dev, torch.int32), padded_offsets.to(dev, torch.int32),
-      idx.to(dev), up_logits, out)
-    want = torch.empty(n, H, device=dev)
-    for e in range(E):
-        s, c = int(offsets[e]), int(sizes[e])
-        if c == 0:
-            continue
-        xe = x[s:s + c].float()
-        h = torch.nn.functional.silu(xe @ wg[e].float().t()) * (xe @ wu[e].float().t())
-        want[s:s + c] = (h.half().float() @ wd[e].float().t()) * rw[s:s + c].float().unsqueeze(1)
-    torch.testing.assert_close(out.float(), want, rtol=2e-2, atol=2e-2)
