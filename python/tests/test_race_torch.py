@@ -52,3 +52,17 @@ def test_routed_moe_kernel_on_the_race_abi(dev):
         h = torch.nn.functional.silu(xe @ wg[e].float().t()) * (xe @ wu[e].float().t())
         want[s:s + c] = (h.half().float() @ wd[e].float().t()) * rw[s:s + c].float().unsqueeze(1)
     torch.testing.assert_close(out.float(), want, rtol=2e-2, atol=2e-2)
+
+
+def test_race_runner_functional_cases_on_cpu(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    cfg = tmp_path / "cases.json"
+    cfg.write_text(json.dumps([{"kind": "functional", "d_hidden": 128, "d_expert": 64, "n_routed_experts": 8,
+                                "n_experts_per_token": 4, "batch_size": 1, "seq_len": 40}]))
+    r = subprocess.run([sys.executable, "-m", "tilecraft.race", "moe", "--configs", str(cfg), "--device", "cpu"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "PASS" in r.stdout
