@@ -5,7 +5,10 @@ import pytest
 
 import tilecraft
 
-torch = pytest.importorskip("torch", reason="torch is not installed")
+try:
+    import torch
+except Exception as e:  # not installed, or installed but unusable here
+    pytest.skip(f"torch is not usable: {e}", allow_module_level=True)
 if not torch.cuda.is_available():
     pytest.skip("no CUDA device visible to torch", allow_module_level=True)
 

@@ -3,7 +3,10 @@ everywhere torch is installed, and on the GPU where torch sees one."""
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch", reason="torch is not installed")
+try:
+    import torch
+except Exception as e:  # not installed, or installed but unusable here
+    pytest.skip(f"torch is not usable: {e}", allow_module_level=True)
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
