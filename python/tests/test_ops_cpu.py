@@ -33,7 +33,9 @@ def test_moe_topk_gate_softmax(rng):
 
 def test_moe_fused_mapping_layout(rng):
     ids = np.stack([rng.permutation(12)[:3] for _ in range(20)]).astype(np.int32)
-    m = tilecraft.moe_fused_mapping(ids, 12, block_m=4)
+    mine = np.empty(12, np.int32)
+    m = tilecraft.moe_fused_mapping(ids, 12, block_m=4, out={"tokens_per_expert": mine})
+    assert m["tokens_per_expert"] is mine
     np.testing.assert_array_equal(m["tokens_per_expert"], np.bincount(ids.ravel(), minlength=12))
     off = m["expert_offsets"]
     assert off[0] == 0 and np.all(np.diff(off) % 4 == 0)

@@ -80,19 +80,27 @@ def moe_topk_gate(logits: Tensor, top_k: int, *, mode: str = "softmax_topk", ren
     return ids, weights
 
 
-def moe_fused_mapping(ids: Tensor, num_experts: int, *, block_m: int = 1) -> dict[str, Tensor]:
+def moe_fused_mapping(ids: Tensor, num_experts: int, *, block_m: int = 1,
+                      out: dict[str, Tensor] | None = None) -> dict[str, Tensor]:
     """Expert ids [T, K] -> the expert-major layout: tokens_per_expert, expert_offsets (each
-    expert's rows padded to block_m), token_topk_to_pos, pos_to_token, tile_expert, num_tiles."""
+    expert's rows padded to block_m), token_topk_to_pos, pos_to_token, tile_expert, num_tiles.
+    `out` may hold any of these tensors to fill; the others are allocated."""
     T, K = ids.shape
     rows = _C.mapping_rows(T, K, num_experts, block_m)
-    o = {
-        "tokens_per_expert": _empty(ids, (num_experts,), "int32"),
-        "expert_offsets": _empty(ids, (num_experts + 1,), "int32"),
-        "token_topk_to_pos": _empty(ids, (T, K), "int32"),
-        "pos_to_token": _empty(ids, (rows,), "int32"),
-        "tile_expert": _empty(ids, (rows // block_m,), "int32"),
-        "num_tiles": _empty(ids, (1,), "int32"),
+    shapes = {
+        "tokens_per_expert": (num_experts,),
+        "expert_offsets": (num_experts + 1,),
+        "token_topk_to_pos": (T, K),
+        "pos_to_token": (rows,),
+        "tile_expert": (rows // block_m,),
+        "num_tiles": (1,),
     }
+    given = dict(out or {})
+    unknown = set(given) - set(shapes)
+    if unknown:
+        raise ValueError(f"moe_fused_mapping: argument 'out': unknown outputs {sorted(unknown)}; "
+                         f"expected some of {sorted(shapes)}")
+    o = {k: given[k] if k in given else _empty(ids, s, "int32") for k, s in shapes.items()}
     _C.moe_fused_mapping(ids, o["tokens_per_expert"], o["expert_offsets"], o["token_topk_to_pos"],
                          o["pos_to_token"], o["tile_expert"], o["num_tiles"], num_experts, block_m, _stream(ids))
     return o
