@@ -25,10 +25,6 @@ TEST(GpuMoeGroupedGemm, BothKernelsAtEveryTileHeight) {
   EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, "prefill-bm128", {{"sm90", 0}}), 3);
   EXPECT_EQ(
       test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, "prefill-bm128-kn", {{"sm90", 0}}), 3);
-  // Grouped CTA order (raster) on both kernels: the same results.
-  EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, "prefill-bm128", {{"raster", 3}}), 3);
-  EXPECT_EQ(
-      test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, "race-layout-small", {{"raster", 2}}), 3);
 }
 
 TEST(GpuFusedMoe, SmokeCases) {

@@ -4,12 +4,9 @@
 // kernels the layer compiles for sm_90a.
 #include <gtest/gtest.h>
 
-#include <vector>
-
 #include "test_util.h"
 #include "tilecraft/ops/fused_moe.h"
 #include "tilecraft/ops/moe_grouped_gemm.h"
-#include "moe/grouped_gemm_params.cuh"
 
 using namespace tilecraft;
 
@@ -162,19 +159,3 @@ TEST(FusedMoeCpu, KernelsForSm90a) {
   EXPECT_GT(ops::fused_moe_workspace_bytes(a, L.params()), size_t(L.T * L.K * (L.H + L.I) * 2));
 }
 
-// The CTA order of the grouped GEMM kernels (the same header compiles for the
-// host): every (row tile, column tile) exactly once, for any group size.
-TEST(MoeGroupedGemmCpu, RasterOrderIsABijection) {
-  for (int num_m : {1, 3, 7, 64, 129})
-    for (int num_n : {1, 2, 5, 16})
-      for (int group : {0, 1, 2, 4, 8, 16, 100}) {
-        std::vector<int> seen(size_t(num_m * num_n), 0);
-        for (int l = 0; l < num_m * num_n; ++l) {
-          int m = -1, n = -1;
-          tc::moe::gemm_tile_coords(l, num_m, num_n, group, &m, &n);
-          ASSERT_TRUE(m >= 0 && m < num_m && n >= 0 && n < num_n) << l << " " << group;
-          ++seen[size_t(m * num_n + n)];
-        }
-        for (int c : seen) ASSERT_EQ(c, 1) << "num_m " << num_m << " num_n " << num_n << " group " << group;
-      }
-}

@@ -66,15 +66,6 @@ __device__ __forceinline__ void gemm_copy_chunk(char* dst, const void* g, bool o
   }
 }
 
-// The expert computing tile `tile` of BM rows, or -1 when the tile is past
-// the device-side count or unowned (the CTA then exits at once).
-__device__ __forceinline__ int gemm_tile_expert(const GroupedGemmParams& p, int tile, int bm) {
-  const int tiles = p.num_tiles ? *p.num_tiles : (p.M + bm - 1) / bm;
-  if (tile >= tiles) return -1;
-  const int expert = p.tile_expert ? p.tile_expert[tile] : 0;
-  return expert >= 0 && expert < p.num_experts ? expert : -1;
-}
-
 // Source row of A for each of a tile's `rows` layout rows (-1: zeros), into shared memory.
 __device__ __forceinline__ void gemm_tile_sources(const GroupedGemmParams& p, int row0, int rows, int* src) {
   for (int r = threadIdx.x; r < rows; r += blockDim.x) {
@@ -184,12 +175,12 @@ struct GroupedGemm {
   static __device__ __forceinline__ void run(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L) {
     const GroupedGemmParams& p = L.p;
     extern __shared__ __align__(128) char smem[];
-    int tile, col_tile;
-    gemm_tile_coords(int(blockIdx.x + blockIdx.y * gridDim.x), int(gridDim.x), int(gridDim.y), p.raster_group, &tile,
-                     &col_tile);
-    const int expert = gemm_tile_expert(p, tile, BM);
-    if (expert < 0) return;
-    const int row0 = tile * BM, col0 = col_tile * BN;
+    const int tile = blockIdx.x;
+    const int tiles = p.num_tiles ? *p.num_tiles : (p.M + BM - 1) / BM;
+    if (tile >= tiles) return;
+    const int expert = p.tile_expert ? p.tile_expert[tile] : 0;
+    if (expert < 0 || expert >= p.num_experts) return;
+    const int row0 = tile * BM, col0 = blockIdx.y * BN;
 
     int* src = reinterpret_cast<int*>(smem + STAGES * kStageBytes);
     gemm_tile_sources(p, row0, BM, src);

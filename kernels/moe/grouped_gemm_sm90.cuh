@@ -101,12 +101,12 @@ struct GroupedGemmSm90 {
     const GroupedGemmParams& p = L.p;
     extern __shared__ __align__(1024) char smem_raw[];
     char* smem = reinterpret_cast<char*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
-    int tile, col_tile;
-    gemm_tile_coords(int(blockIdx.x + blockIdx.y * gridDim.x), int(gridDim.x), int(gridDim.y), p.raster_group, &tile,
-                     &col_tile);
-    const int expert = gemm_tile_expert(p, tile, BM);
-    if (expert < 0) return;
-    const int row0 = tile * BM, col0 = col_tile * BN;
+    const int tile = blockIdx.x;
+    const int tiles = p.num_tiles ? *p.num_tiles : (p.M + BM - 1) / BM;
+    if (tile >= tiles) return;
+    const int expert = p.tile_expert ? p.tile_expert[tile] : 0;
+    if (expert < 0 || expert >= p.num_experts) return;
+    const int row0 = tile * BM, col0 = blockIdx.y * BN;
     int* src = reinterpret_cast<int*>(smem + STAGES * kStageBytes);
     gemm_tile_sources(p, row0, BM, src);
     const T* b[2] = {nullptr, nullptr};

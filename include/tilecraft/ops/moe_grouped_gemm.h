@@ -52,9 +52,6 @@ struct MoeGroupedGemmArgs {
 struct MoeGroupedGemmConfig {
   int block_m = 0, block_n = 0, stages = 0, warps_m = 0, warps_n = 0;
   int sm90 = -1;
-  // CTA order: 0 = row tiles fastest; G = G row tiles across all column
-  // tiles, then the next G (keeps those A rows in L2). A launch-time choice.
-  int raster = 0;
   std::string str() const;
 };
 

@@ -96,11 +96,8 @@ int64_t block_m_of(const MoeGroupedGemmArgs& a) {
 const char* weight_layout_name(WeightLayout l) { return l == WeightLayout::kNK ? "NK" : "KN"; }
 
 std::string MoeGroupedGemmConfig::str() const {
-  const std::string order = raster ? fmt::format(" raster={}", raster) : "";
-  if (sm90 == 1)
-    return fmt::format("wgmma bm={} bn={} bk={} stages={} warpgroups=2{}", block_m, block_n, kBK, stages, order);
-  return fmt::format("mma bm={} bn={} bk={} stages={} warps={}x{}{}", block_m, block_n, kBK, stages, warps_m, warps_n,
-                     order);
+  if (sm90 == 1) return fmt::format("wgmma bm={} bn={} bk={} stages={} warpgroups=2", block_m, block_n, kBK, stages);
+  return fmt::format("mma bm={} bn={} bk={} stages={} warps={}x{}", block_m, block_n, kBK, stages, warps_m, warps_n);
 }
 
 int moe_grouped_gemm_block_m(double rows_per_expert) {
@@ -179,9 +176,6 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   const bool dual = a.w_up.has_value();
   const int64_t M = a.out.shape[0], N = a.out.shape[1];
   MoeGroupedGemmConfig c;
-  TC_CHECK_ARG(over.raster >= 0 && over.raster <= 64, kOp, "raster", "0..64 (row tiles per raster group)",
-               std::to_string(over.raster));
-  c.raster = over.raster;
   const int64_t sched_bm = block_m_of(a);
   c.block_m = sched_bm ? int(sched_bm) : (over.block_m ? over.block_m : moe_grouped_gemm_block_m(double(M)));
   if (sched_bm && over.block_m)
@@ -298,7 +292,6 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   p.ldb = a.w.layout == WeightLayout::kNK ? K : N;
   p.ldc = N;
   p.M = int(M), p.N = int(N), p.K = int(K), p.a_rows = int(a.a.shape[0]);
-  p.raster_group = c.raster;
   const unsigned grid_x = unsigned((M + c.block_m - 1) / c.block_m), grid_y = unsigned((N + c.block_n - 1) / c.block_n);
   TC_CHECK_ARG(grid_y <= 65535, kOp, "out", "N / block_n <= 65535", a.out.describe());
   TC_CHECK_ARG(uint64_t(grid_x) * grid_y <= uint64_t(INT_MAX), kOp, "out", "fewer than 2^31 output tiles",
