@@ -3,7 +3,7 @@
 # perf workloads, run the main job, and (time permitting) the full correctness
 # matrix. Logs land in $OUT (flat: the device tool returns few, shallow files).
 #   usage: scripts/device_check.sh [steps...]
-#   steps: build gpu perf run full sweep, test:OP[:TAG] (correctness of one op
+#   steps: build gpu perf run full sweep python race, test:OP[:TAG] (correctness of one op
 #   on the GPU), bench:OP[:TAG] (its benchmark; TAG defaults to perf)
 set -uo pipefail
 OUT=${OUT:-/tmp/tilecraft_out}
@@ -49,6 +49,22 @@ for s in $steps; do
         timeout 120 $B/tilecraft bench --op moe_reduce_fused --tag perf --variant ${SWEEP_VARIANT:-Base} --repeat 50 $flags 2>&1 \
           | grep -E "median|ERROR" | sed -E 's/.*moe_reduce_fused\/[A-Za-z]+\/([a-z0-9-]+).*median ([0-9.]+) us.* ([0-9.]+)% copy.*/\1 \2us \3%/'
       done 2>&1 | tee "$OUT/sweep.log" ;;
+    python)
+      t0=$SECONDS
+      python3 -c "import sys, numpy; print(sys.version.split()[0], 'numpy', numpy.__version__)" > "$OUT/python_env.txt" 2>&1
+      python3 -c "import torch; print('torch', torch.__version__, torch.cuda.is_available())" >> "$OUT/python_env.txt" 2>&1
+      python3 -c "import pytest; print('pytest', pytest.__version__)" >> "$OUT/python_env.txt" 2>&1
+      cat "$OUT/python_env.txt"
+      # The GPU machine reaches no registry: a pure-Python pytest installed
+      # here with `pip install --target .device_py pytest` travels along.
+      python3 -c "import pytest" 2>/dev/null || export PYTHONPATH=$PWD/.device_py
+      TILECRAFT_CACHE_DIR=$TILECRAFT_CACHE_DIR timeout ${OP_TIMEOUT:-300} scripts/python_tests.sh $B > "$OUT/python_tests.log" 2>&1
+      step python_tests "rc=$? in $((SECONDS - t0))s: $(tail -1 "$OUT/python_tests.log")"
+      grep -E "FAILED|Error|SKIPPED" "$OUT/python_tests.log" | head -20 ;;
+    race)
+      t0=$SECONDS
+      PYTHONPATH=$B/python timeout ${OP_TIMEOUT:-300} python3 -m tilecraft.race moe ${RACE_FLAGS:-} > "$OUT/race_moe.log" 2>&1
+      step race_moe "rc=$? in $((SECONDS - t0))s"; cat "$OUT/race_moe.log" | tail -30 ;;
     test:*)
       IFS=: read -r _ op tag <<< "$s"
       log="$OUT/test_${op}${tag:+_$tag}.log"
