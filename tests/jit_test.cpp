@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "test_util.h"
+#include "tilecraft/jit/compiler.h"
 #include "tilecraft/jit/embedded_sources.h"
 #include "tilecraft/jit/hash.h"
 #include "tilecraft/jit/jit.h"
@@ -101,6 +102,28 @@ TEST(JitOptions, ParseAndErrors) {
   TC_EXPECT_ERROR(CompileOptions::parse("fastest"), ErrorKind::kInvalidArgument, "set", "fastest");
   TC_EXPECT_ERROR(CompileOptions::parse("release,maxrregcount=x"), ErrorKind::kInvalidArgument, "maxrregcount");
   TC_EXPECT_ERROR(CompileOptions::parse("release,unroll=4"), ErrorKind::kInvalidArgument, "unroll");
+}
+
+TEST(JitCompile, ParsesPtxasResourceLines) {
+  const std::string log =
+      "ptxas info    : Compiling entry function 'k' for 'sm_90a'\n"
+      "ptxas info    : Function properties for k\n"
+      "    24 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads\n"
+      "ptxas info    : Used 168 registers, used 1 barriers, 1024 bytes smem, 560 bytes cmem[0]\n";
+  const Resources r = parse_ptxas_resources(log);
+  EXPECT_EQ(r.registers, 168);
+  EXPECT_EQ(r.smem_static_bytes, 1024);
+  EXPECT_EQ(r.cmem_bytes, 560);
+  EXPECT_EQ(r.stack_frame_bytes, 24);
+  EXPECT_EQ(r.spill_store_bytes, 8);
+  EXPECT_EQ(r.spill_load_bytes, 12);
+  EXPECT_EQ(parse_ptxas_resources("no resource lines").registers, -1);
+}
+
+TEST(JitCompile, ArchNamesAreChecked) {
+  for (const char* ok : {"sm_90a", "sm_80", "compute_90", "sm_100f", "sm_120a"}) EXPECT_NO_THROW(check_arch(ok)) << ok;
+  for (const char* bad : {"", "sm_9", "sm_1000", "sm_90b", "sm90", "compute_", "sm_90aa", "gfx90a"})
+    EXPECT_THROW(check_arch(bad), Error) << bad;
 }
 
 TEST(JitCompile, NvrtcBuildsCubinAndReportsResourcesWithoutGpu) {

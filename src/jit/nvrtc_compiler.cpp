@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <regex>
 
 #include "tilecraft/error.h"
 #include "tilecraft/jit/compiler.h"
@@ -36,28 +35,50 @@ std::string nvrtc_version() {
   return fmt::format("{}.{}", major, minor);
 }
 
+// No std::regex in the library: its template instantiations are process-wide
+// (GNU unique) symbols and clash with another libstdc++ build's copies when
+// the Python extension shares a process with PyTorch (a crash seen on the H200).
+namespace {
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// The first number written directly before `suffix` in `log`, or -1.
+int number_before(const std::string& log, const std::string& suffix) {
+  for (size_t at = log.find(suffix); at != std::string::npos; at = log.find(suffix, at + 1)) {
+    size_t b = at;
+    while (b > 0 && is_digit(log[b - 1])) --b;
+    if (b < at && at - b < 10) return std::stoi(log.substr(b, at - b));
+  }
+  return -1;
+}
+
+}  // namespace
+
 void check_arch(const std::string& arch) {
-  static const std::regex re("(sm|compute)_[0-9]{2,3}[af]?");
-  if (!std::regex_match(arch, re))
+  // (sm|compute)_ then 2-3 digits then an optional 'a' or 'f'.
+  size_t i = arch.rfind("sm_", 0) == 0 ? 3 : arch.rfind("compute_", 0) == 0 ? 8 : std::string::npos;
+  size_t digits = 0;
+  if (i != std::string::npos)
+    while (i + digits < arch.size() && is_digit(arch[i + digits])) ++digits;
+  const size_t rest = i == std::string::npos ? 0 : arch.size() - i - digits;
+  const bool ok = i != std::string::npos && digits >= 2 && digits <= 3 &&
+                  (rest == 0 || (rest == 1 && (arch.back() == 'a' || arch.back() == 'f')));
+  if (!ok)
     throw_arg_error(ErrorKind::kInvalidArgument, "jit", "arch", "sm_XY[a] or compute_XY[a], e.g. sm_90a",
                     "'" + arch + "'");
 }
 
 Resources parse_ptxas_resources(const std::string& log) {
   Resources r;
-  std::smatch m;
-  static const std::regex regs(R"(Used (\d+) registers)");
-  static const std::regex smem(R"((\d+) bytes smem)");
-  static const std::regex cmem(R"((\d+) bytes cmem\[0\])");
-  static const std::regex frame(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
-  if (std::regex_search(log, m, regs)) r.registers = std::stoi(m[1]);
-  if (std::regex_search(log, m, smem)) r.smem_static_bytes = std::stoi(m[1]);
-  if (std::regex_search(log, m, cmem)) r.cmem_bytes = std::stoi(m[1]);
-  if (std::regex_search(log, m, frame)) {
-    r.stack_frame_bytes = std::stoi(m[1]);
-    r.spill_store_bytes = std::stoi(m[2]);
-    r.spill_load_bytes = std::stoi(m[3]);
-  }
+  auto set = [](int& field, int v) {
+    if (v >= 0) field = v;
+  };
+  set(r.registers, number_before(log, " registers"));
+  set(r.smem_static_bytes, number_before(log, " bytes smem"));
+  set(r.cmem_bytes, number_before(log, " bytes cmem[0]"));
+  set(r.stack_frame_bytes, number_before(log, " bytes stack frame"));
+  set(r.spill_store_bytes, number_before(log, " bytes spill stores"));
+  set(r.spill_load_bytes, number_before(log, " bytes spill loads"));
   return r;
 }
 
