@@ -7,21 +7,31 @@
 //                         choices; the best topk_group groups kept; top-k of
 //                         choice among them; weights s, renormalised if asked,
 //                         times scale.
-// Ties go to the smaller expert (and group) index.
+// Ties go to the smaller expert (and group) index. ROUND 1 (fp16) / 2 (bf16):
+// logits and scores are rounded to that dtype first, as a framework router
+// running in it computes them (so selections match such a reference exactly).
 //
 // One warp per token: lane l holds experts l, l+32, ... (EPL per lane), so the
 // logits row is read with coalesced loads and every selection is a warp
 // arg-max with the weight carried along (no runtime-indexed register arrays).
 #include "moe/topk_gate_params.cuh"
 #include "tile/target.cuh"
+#include "tile/types.cuh"
 #include "tile/warp.cuh"
 
 namespace tc::moe {
 
+template <int ROUND>
+__device__ __forceinline__ float round_score(float v) {
+  if constexpr (ROUND == 1) return __half2float(__float2half_rn(v));
+  else if constexpr (ROUND == 2) return __bfloat162float(__float2bfloat16_rn(v));
+  else return v;
+}
+
 constexpr int kGateWarpsPerBlock = 4;
 constexpr int kMaxGroups = Target::kWarpSize;  // one group score per lane
 
-template <int MODE, int EPL, int K>
+template <int MODE, int EPL, int K, int ROUND>
 __global__ void __launch_bounds__(kGateWarpsPerBlock * Target::kWarpSize)
     topk_gate_kernel(const TopkGateParams p) {
   constexpr int W = Target::kWarpSize;
@@ -35,7 +45,7 @@ __global__ void __launch_bounds__(kGateWarpsPerBlock * Target::kWarpSize)
 #pragma unroll
   for (int j = 0; j < EPL; ++j) {
     const int e = lane + j * W;
-    choice[j] = e < p.num_experts ? __ldg(row + e) : kNegInf;
+    choice[j] = e < p.num_experts ? round_score<ROUND>(__ldg(row + e)) : kNegInf;
   }
 
   if constexpr (MODE == 0) {
@@ -52,14 +62,14 @@ __global__ void __launch_bounds__(kGateWarpsPerBlock * Target::kWarpSize)
     sum = warp_sum(sum);
 #pragma unroll
     for (int j = 0; j < EPL; ++j) {
-      weight[j] = weight[j] / sum;
+      weight[j] = round_score<ROUND>(weight[j] / sum);
       choice[j] = lane + j * W < p.num_experts ? weight[j] : kNegInf;
     }
   } else {
 #pragma unroll
     for (int j = 0; j < EPL; ++j) {
       const int e = lane + j * W;
-      const float s = 1.0f / (1.0f + expf(-choice[j]));
+      const float s = round_score<ROUND>(1.0f / (1.0f + expf(-choice[j])));
       weight[j] = s;
       choice[j] = e < p.num_experts ? s + (p.bias ? __ldg(p.bias + e) : 0.f) : kNegInf;
     }

@@ -113,7 +113,7 @@ void reduce(const Array& x, const Array& pos, const OptArray& w, const OptArray&
 }
 
 ops::MoeTopkGateParams gate_params(const char* op, const std::string& mode, bool renormalize, int n_group,
-                                   int topk_group, float scale) {
+                                   int topk_group, float scale, const std::string& score_dtype) {
   ops::MoeTopkGateParams p;
   auto m = ops::parse_gate_mode(mode);
   if (!m) throw_arg_error(ErrorKind::kInvalidArgument, op, "mode", "'softmax_topk' or 'sigmoid_grouped_topk'",
@@ -123,15 +123,19 @@ ops::MoeTopkGateParams gate_params(const char* op, const std::string& mode, bool
   p.n_group = n_group;
   p.topk_group = topk_group;
   p.scale = scale;
+  auto sd = parse_dtype(score_dtype);
+  if (!sd) throw_arg_error(ErrorKind::kInvalidArgument, op, "score_dtype", "fp32, fp16 or bf16", "'" + score_dtype + "'");
+  p.score_dtype = *sd;
   return p;
 }
 
 void topk_gate(const Array& logits, const OptArray& bias, const Array& ids, const Array& weights,
-               const std::string& mode, bool renormalize, int n_group, int topk_group, float scale, uint64_t stream) {
+               const std::string& mode, bool renormalize, int n_group, int topk_group, float scale,
+               const std::string& score_dtype, uint64_t stream) {
   const char* op = "moe_topk_gate";
   ops::MoeTopkGateArgs a{view_of(logits, op, "logits"), opt_view(bias, op, "bias"), view_of(ids, op, "ids"),
                          view_of(weights, op, "weights")};
-  const auto p = gate_params(op, mode, renormalize, n_group, topk_group, scale);
+  const auto p = gate_params(op, mode, renormalize, n_group, topk_group, scale, score_dtype);
   nb::gil_scoped_release nogil;
   if (backend_of(a.logits) == DeviceType::kCUDA) ops::moe_topk_gate(a, p, stream_of(stream));
   else ops::moe_topk_gate_cpu(a, p);
@@ -184,7 +188,8 @@ void grouped_gemm(const Array& a_, const std::vector<Array>& w, bool stacked, co
 void fused_moe(const Array& x, const Array& w_router, const std::vector<Array>& w_gate, const std::vector<Array>& w_up,
                const std::vector<Array>& w_down, bool stacked, const std::string& layout, const OptArray& bias,
                const Array& out, const OptArray& ids, const OptArray& weights, int top_k, const std::string& mode,
-               bool renormalize, int n_group, int topk_group, float scale, bool given_routing,
+               bool renormalize, int n_group, int topk_group, float scale, const std::string& score_dtype,
+               bool given_routing,
                ops::FusedMoeWorkspace* ws, uint64_t stream) {
   const char* op = "fused_moe";
   ops::FusedMoeArgs a;
@@ -199,7 +204,7 @@ void fused_moe(const Array& x, const Array& w_router, const std::vector<Array>& 
   a.weights = opt_view(weights, op, "weights");
   ops::FusedMoeParams p;
   p.top_k = top_k;
-  p.gate = gate_params(op, mode, renormalize, n_group, topk_group, scale);
+  p.gate = gate_params(op, mode, renormalize, n_group, topk_group, scale, score_dtype);
   p.given_routing = given_routing;
   nb::gil_scoped_release nogil;
   if (backend_of(a.x) == DeviceType::kCUDA) ops::fused_moe(a, p, stream_of(stream), ws);
@@ -271,7 +276,7 @@ NB_MODULE(_C, m) {
         nb::arg("x_sf").none(), nb::arg("sf").none(), nb::arg("out"), nb::arg("checked"), nb::arg("stream"));
   m.def("moe_topk_gate", &topk_gate, nb::arg("logits"), nb::arg("bias").none(), nb::arg("ids"), nb::arg("weights"),
         nb::arg("mode"), nb::arg("renormalize"), nb::arg("n_group"), nb::arg("topk_group"), nb::arg("scale"),
-        nb::arg("stream"));
+        nb::arg("score_dtype"), nb::arg("stream"));
   m.def("moe_fused_mapping", &mapping, nb::arg("ids"), nb::arg("tokens_per_expert"), nb::arg("expert_offsets"),
         nb::arg("token_topk_to_pos"), nb::arg("pos_to_token"), nb::arg("tile_expert"), nb::arg("num_tiles"),
         nb::arg("num_experts"), nb::arg("block_m"), nb::arg("stream"));
@@ -281,7 +286,7 @@ NB_MODULE(_C, m) {
   m.def("fused_moe", &fused_moe, nb::arg("x"), nb::arg("w_router"), nb::arg("w_gate"), nb::arg("w_up"),
         nb::arg("w_down"), nb::arg("stacked"), nb::arg("layout"), nb::arg("bias").none(), nb::arg("out"),
         nb::arg("ids").none(), nb::arg("weights").none(), nb::arg("top_k"), nb::arg("mode"), nb::arg("renormalize"),
-        nb::arg("n_group"), nb::arg("topk_group"), nb::arg("scale"), nb::arg("given_routing"),
+        nb::arg("n_group"), nb::arg("topk_group"), nb::arg("scale"), nb::arg("score_dtype"), nb::arg("given_routing"),
         nb::arg("workspace").none(), nb::arg("stream"));
   m.def("mapping_rows", &ops::moe_fused_mapping_rows, nb::arg("T"), nb::arg("K"), nb::arg("E"), nb::arg("block_m"));
   m.def("grouped_gemm_block_m", &ops::moe_grouped_gemm_block_m, nb::arg("rows_per_expert"));

@@ -31,6 +31,25 @@ def test_moe_topk_gate_softmax(rng):
     np.testing.assert_allclose(w, want_w, rtol=1e-5, atol=1e-6)
 
 
+def test_moe_topk_gate_fp16_scores_break_ties_like_fp16_softmax(rng):
+    # Logits whose fp16 roundings tie: the fp16-rounded selection must take the
+    # smaller index among equal fp16 scores, and weights are fp16 values.
+    logits = rng.standard_normal((500, 8)).astype(np.float32)
+    logits[:, 5] = logits[:, 2] + 1e-4  # distinct in fp32, equal once rounded to fp16 (mostly)
+    ids, w = tilecraft.moe_topk_gate(logits, top_k=4, score_dtype="float16")
+    l16 = logits.astype(np.float16).astype(np.float64)
+    p = np.exp(l16 - l16.max(1, keepdims=True))
+    p = (p / p.sum(1, keepdims=True)).astype(np.float32).astype(np.float16).astype(np.float32)
+    want = np.argsort(-p, axis=1, kind="stable")[:, :4]  # stable: ties to the smaller index
+    assert (np.sort(ids, 1) == np.sort(want, 1)).mean() > 0.99  # exp in float64 here may flip a rounding
+    np.testing.assert_allclose(w, np.take_along_axis(p, ids, 1), rtol=2e-3)
+    assert np.array_equal(w.astype(np.float16).astype(np.float32), w)
+    exact_ids, _ = tilecraft.moe_topk_gate(logits, top_k=4)
+    assert not np.array_equal(np.sort(exact_ids, 1), np.sort(ids, 1))  # rounding changed some choices
+    with pytest.raises(ValueError, match="score_dtype"):
+        tilecraft.moe_topk_gate(logits, top_k=4, score_dtype="int8")
+
+
 def test_moe_fused_mapping_layout(rng):
     ids = np.stack([rng.permutation(12)[:3] for _ in range(20)]).astype(np.int32)
     mine = np.empty(12, np.int32)

@@ -69,14 +69,30 @@ def moe_reduce_fused(x: Tensor, token_topk_to_pos: Tensor, topk_weights: Tensor 
     return out
 
 
+_SCORE_DTYPES = {None: "fp32", "float32": "fp32", "fp32": "fp32", "float16": "fp16", "fp16": "fp16",
+                 "bfloat16": "bf16", "bf16": "bf16"}
+
+
+def _score_dtype(name: Any) -> str:
+    key = str(name).replace("torch.", "") if name is not None else None
+    if key not in _SCORE_DTYPES:
+        raise ValueError(f"moe_topk_gate: argument 'score_dtype': expected None, 'float32', 'float16' or "
+                         f"'bfloat16', got {name!r}")
+    return _SCORE_DTYPES[key]
+
+
 def moe_topk_gate(logits: Tensor, top_k: int, *, mode: str = "softmax_topk", renormalize: bool = False,
                   n_group: int = 1, topk_group: int = 1, scale: float = 1.0, bias: Tensor | None = None,
-                  ids: Tensor | None = None, weights: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """Router logits [T, E] (fp32) -> (ids [T, K] int32, weights [T, K] fp32); ties to the smaller index."""
+                  score_dtype: str | None = None, ids: Tensor | None = None,
+                  weights: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Router logits [T, E] (fp32) -> (ids [T, K] int32, weights [T, K] fp32); ties to the smaller index.
+    score_dtype 'float16' / 'bfloat16': logits and scores rounded to it first, as a PyTorch router in
+    that dtype computes them (its ties then break the same way); None: exact fp32."""
     T = logits.shape[0]
     ids = _empty(logits, (T, top_k), "int32") if ids is None else ids
     weights = _empty(logits, (T, top_k), "float32") if weights is None else weights
-    _C.moe_topk_gate(logits, bias, ids, weights, mode, renormalize, n_group, topk_group, scale, _stream(logits))
+    _C.moe_topk_gate(logits, bias, ids, weights, mode, renormalize, n_group, topk_group, scale,
+                     _score_dtype(score_dtype), _stream(logits))
     return ids, weights
 
 
@@ -128,11 +144,13 @@ def fused_moe(x: Tensor, w_router: Tensor, w_gate: Tensor | Sequence[Tensor], w_
               w_down: Tensor | Sequence[Tensor], top_k: int, *, mode: str = "softmax_topk",
               renormalize: bool = False, n_group: int = 1, topk_group: int = 1, scale: float = 1.0,
               bias: Tensor | None = None, layout: str = "nk", routing: tuple[Tensor, Tensor] | None = None,
+              score_dtype: str | None = None,
               out: Tensor | None = None, ids: Tensor | None = None, weights: Tensor | None = None,
               workspace: "_C.Workspace | None" = None) -> Tensor:
     """The routed-experts MoE layer on x [..., H]. Weights per expert: 'nk' gate/up [I, H], down
     [H, I] (nn.Linear); 'kn' gate/up [H, I], down [I, H] (the race's), stacked or one tensor per
-    expert. routing=(ids, weights) skips the router and gate. ids=/weights= receive the routing."""
+    expert. routing=(ids, weights) skips the router and gate. ids=/weights= receive the routing.
+    score_dtype: see moe_topk_gate (the race's router runs in fp16: pass 'float16')."""
     lead = tuple(x.shape[:-1])
     H = x.shape[-1]
     x2 = x.reshape(-1, H)
@@ -149,7 +167,7 @@ def fused_moe(x: Tensor, w_router: Tensor, w_gate: Tensor | Sequence[Tensor], w_
     if given:
         ids, weights = routing
     _C.fused_moe(x2, w_router, g, u, d, stacked, layout, bias, out2, ids, weights, top_k, mode, renormalize,
-                 n_group, topk_group, scale, given, workspace, _stream(x))
+                 n_group, topk_group, scale, _score_dtype(score_dtype), given, workspace, _stream(x))
     return out2.reshape(*lead, H)
 
 

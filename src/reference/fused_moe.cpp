@@ -67,7 +67,8 @@ void fused_moe(const FusedMoeRef& r) {
         fused_moe_router_row(r.x + t * r.H, r.w_router, r.E, r.H, logits.data() + t * r.E);
     });
     MoeTopkGateRef gate{logits.data(), r.bias,       ids.data(),   w.data(),     r.T,         r.E,
-                        r.K,           r.sigmoid_grouped, r.renormalize, r.n_group, r.topk_group, r.scale};
+                        r.K,           r.sigmoid_grouped, r.renormalize, r.n_group, r.topk_group, r.scale,
+                        r.round_scores};
     moe_topk_gate_rows(gate, 0, r.T);
   }
   // Experts, then the combine in k order.

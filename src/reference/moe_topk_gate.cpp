@@ -6,6 +6,8 @@
 #include <numeric>
 #include <vector>
 
+#include "tilecraft/dtype.h"
+
 namespace tilecraft::reference {
 namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -20,18 +22,26 @@ std::vector<int> topk(const std::vector<float>& v, int64_t k) {
 }
 }  // namespace
 
+float round_score(float v, int round_to) {
+  if (round_to == 1) return conv::f16_to_f32(conv::f32_to_f16(v));
+  if (round_to == 2) return conv::bf16_to_f32(conv::f32_to_bf16(v));
+  return v;
+}
+
 void moe_topk_gate_scores(const MoeTopkGateRef& r, int64_t t, float* select, float* weight) {
-  const float* row = r.logits + t * r.E;
+  std::vector<float> row(r.logits + t * r.E, r.logits + (t + 1) * r.E);
+  for (float& v : row) v = round_score(v, r.round_to);
   if (!r.sigmoid_grouped) {
     float m = kNegInf;
-    for (int64_t e = 0; e < r.E; ++e) m = std::max(m, row[e]);
+    for (int64_t e = 0; e < r.E; ++e) m = std::max(m, row[size_t(e)]);
     float sum = 0.f;
-    for (int64_t e = 0; e < r.E; ++e) sum += std::exp(row[e] - m);
-    for (int64_t e = 0; e < r.E; ++e) select[e] = weight[e] = std::exp(row[e] - m) / sum;
+    for (int64_t e = 0; e < r.E; ++e) sum += std::exp(row[size_t(e)] - m);
+    for (int64_t e = 0; e < r.E; ++e)
+      select[e] = weight[e] = round_score(std::exp(row[size_t(e)] - m) / sum, r.round_to);
     return;
   }
   for (int64_t e = 0; e < r.E; ++e) {
-    weight[e] = 1.0f / (1.0f + std::exp(-row[e]));
+    weight[e] = round_score(1.0f / (1.0f + std::exp(-row[size_t(e)])), r.round_to);
     select[e] = weight[e] + (r.bias ? r.bias[e] : 0.f);
   }
   if (r.n_group <= 1) return;

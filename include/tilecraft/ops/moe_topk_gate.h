@@ -27,7 +27,13 @@ struct MoeTopkGateParams {
   bool renormalize = false;
   int n_group = 1, topk_group = 1;  // sigmoid mode: E % n_group == 0
   float scale = 1.0f;               // routed scaling factor (sigmoid mode)
+  // kF32: exact. kF16 / kBF16: logits and scores rounded to that dtype before
+  // selection, as a PyTorch router in that dtype computes them (the race's).
+  DType score_dtype = DType::kF32;
 };
+
+// The rounding code the kernel and the reference take: 0 exact, 1 fp16, 2 bf16.
+int score_rounding(DType score_dtype);
 
 void validate_moe_topk_gate(const MoeTopkGateArgs& a, const MoeTopkGateParams& p, DeviceType backend);
 jit::KernelSpec moe_topk_gate_kernel_spec(const MoeTopkGateArgs& a, const MoeTopkGateParams& p);

@@ -27,6 +27,7 @@ struct FusedMoeRef {
   bool sigmoid_grouped = false, renormalize = false;
   int n_group = 1, topk_group = 1;
   float scale = 1.0f;
+  int round_scores = 0;  // MoeTopkGateRef::round_to
   DType act = DType::kBF16;
   bool given_routing = false;  // skip router and gate: ids and weights are inputs
 };

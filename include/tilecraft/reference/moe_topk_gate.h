@@ -16,7 +16,14 @@ struct MoeTopkGateRef {
   bool renormalize;
   int n_group, topk_group;
   float scale;
+  // 0: exact fp32. 1 (fp16) / 2 (bf16): logits and scores rounded to that
+  // dtype, as a framework router running in it computes them (Linear output
+  // in the activation dtype, softmax/sigmoid output in it too).
+  int round_to;
 };
+
+// v rounded to the score dtype `round_to` names (identity for 0).
+float round_score(float v, int round_to);
 
 // The score each expert is selected by for token t (softmax probability, or
 // sigmoid + bias with experts of dropped groups at -inf), and the weight it

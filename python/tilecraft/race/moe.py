@@ -44,7 +44,9 @@ def custom_kernel(data: tuple[Any, dict, dict]) -> Any:
     gate = [weights[f"experts.{i}.0.weight"] for i in range(E)]
     up = [weights[f"experts.{i}.1.weight"] for i in range(E)]
     down = [weights[f"experts.{i}.2.weight"] for i in range(E)]
-    return fused_moe(x, router, gate, up, down, _top_k(config), layout="kn")
+    # The race's router is an fp16 nn.Linear and an fp16 softmax: round as it does, so
+    # fp16 ties between experts break the same way as in its reference.
+    return fused_moe(x, router, gate, up, down, _top_k(config), layout="kn", score_dtype=x.dtype)
 
 
 # The protocol of `python -m tilecraft.race moe` (shared ops/fused_moe.md).
@@ -89,8 +91,9 @@ def reference_kernel(data: tuple[Any, dict, dict]) -> Any:
     bs, seq, H = x.shape
     E, K = _experts(weights), _top_k(config)
     flat = x.reshape(-1, H)
-    probs = torch.softmax((flat @ weights["router.weight"].t()).float(), dim=-1)
+    probs = torch.softmax(flat @ weights["router.weight"].t(), dim=-1)  # fp16, as the race's MoEGate
     topv, topi = torch.topk(probs, K, dim=-1, sorted=False)
+    topv = topv.float()
     out = torch.zeros(flat.shape, dtype=torch.float32, device=x.device)
     for e in range(E):
         tok, slot = torch.nonzero(topi == e, as_tuple=True)

@@ -325,6 +325,7 @@ void fused_moe_cpu(const FusedMoeArgs& a, const FusedMoeParams& p) {
   r.n_group = p.gate.n_group;
   r.topk_group = p.gate.topk_group;
   r.scale = p.gate.scale;
+  r.round_scores = score_rounding(p.gate.score_dtype);
   r.act = a.x.dtype;
   r.given_routing = p.given_routing;
   if (p.given_routing) {

@@ -39,6 +39,15 @@ constexpr double kTieTol = 1e-4;         // relative: router logits differ by su
 
 int64_t sym(const CaseData& d, const char* s) { return int64_t(d.symbols.at(s)); }
 
+// How far apart two selection scores may be and still count as a tie: summation
+// order moves fp32 logits by ~1e-4 relative; with rounded scores (router in the
+// activation dtype) that can flip a rounding, i.e. two units in the last place.
+double tie_tol(const CaseData& d, double s) {
+  const int64_t r = sym(d, "round_scores");
+  const double ulp = r == 1 ? 0x1p-10 : r == 2 ? 0x1p-7 : 0.0;
+  return kTieTol * std::max(1.0, std::fabs(s)) + 2 * ulp * std::fabs(s);
+}
+
 ops::FusedMoeParams params_of(const CaseData& d) {
   ops::FusedMoeParams p;
   p.top_k = int(sym(d, "K"));
@@ -47,6 +56,8 @@ ops::FusedMoeParams params_of(const CaseData& d) {
   p.gate.n_group = int(sym(d, "n_group"));
   p.gate.topk_group = int(sym(d, "topk_group"));
   p.gate.scale = float(d.symbols.at("scale"));
+  const int64_t r = sym(d, "round_scores");
+  p.gate.score_dtype = r == 1 ? DType::kF16 : r == 2 ? DType::kBF16 : DType::kF32;
   p.given_routing = sym(d, "routing_given") != 0;
   return p;
 }
@@ -93,7 +104,8 @@ Layer layer_of(const CaseData& d) {
 reference::MoeTopkGateRef gate_ref(const CaseData& d, const float* logits, const float* bias, int32_t* ids, float* w) {
   const auto p = params_of(d);
   return {logits, bias, ids, w, 1, sym(d, "E"), sym(d, "K"), p.gate.mode == ops::GateMode::kSigmoidGroupedTopk,
-          p.gate.renormalize, p.gate.n_group, p.gate.topk_group, p.gate.scale};
+          p.gate.renormalize, p.gate.n_group, p.gate.topk_group, p.gate.scale,
+          ops::score_rounding(p.gate.score_dtype)};
 }
 
 void token_x(const CaseData& d, int64_t t, float* x) {
@@ -238,6 +250,8 @@ class FusedMoeAdapter final : public OpAdapter {
     if (!gate_mode) bad("mode '" + w.params.at("mode") + "' is not softmax_topk or sigmoid_grouped_topk");
     const std::string& form = w.params.at("weights");
     if (form != "stacked" && form != "per_expert") bad("weights '" + form + "' is not stacked or per_expert");
+    const std::string& scores = w.params.at("router_scores");
+    if (scores != "fp32" && scores != "dtype") bad("router_scores '" + scores + "' is not fp32 or dtype");
     const bool kn = form == "per_expert", router = w.params.at("routing") == "router";
     const bool sigmoid = *gate_mode == ops::GateMode::kSigmoidGroupedTopk;
     float scale = 1.f;
@@ -295,7 +309,8 @@ class FusedMoeAdapter final : public OpAdapter {
                  {"renormalize", w.params.at("renormalize") == "true" ? 1.0 : 0.0},
                  {"scale", double(scale)},
                  {"per_expert", kn ? 1.0 : 0.0},
-                 {"routing_given", router ? 0.0 : 1.0}};
+                 {"routing_given", router ? 0.0 : 1.0},
+                 {"round_scores", double(scores == "dtype" ? ops::score_rounding(dt) : 0)}};
     return d;
   }
 
@@ -415,7 +430,7 @@ class FusedMoeAdapter final : public OpAdapter {
           for (int32_t b : sw)
             if (!sw.count(a) && !sg.count(b))
               tie &= a >= 0 && a < L.E &&
-                     std::fabs(sel[size_t(a)] - sel[size_t(b)]) <= kTieTol * std::max(1.0f, std::fabs(sel[size_t(b)]));
+                     std::fabs(sel[size_t(a)] - sel[size_t(b)]) <= tie_tol(d, sel[size_t(b)]);
         if (tie) ++ties;
         else {
           ++misrouted;
@@ -547,7 +562,8 @@ class FusedMoeAdapter final : public OpAdapter {
                  {"topk_group", double(s("topk_group"))},
                  {"scale", 1.0},
                  {"per_expert", kn ? 1.0 : 0.0},
-                 {"routing_given", 1.0}};
+                 {"routing_given", 1.0},
+                 {"round_scores", double(w.params.at("router_scores") == "dtype" ? ops::score_rounding(dt) : 0)}};
     auto p = params_of(d);
     p.given_routing = false;
     return ops::fused_moe_kernel_specs(args_of(d, in, out), p, layer_options(o));
@@ -656,12 +672,12 @@ class FusedMoeAdapter final : public OpAdapter {
       }
       for (int64_t e = 0; e < L.E && !bad; ++e)
         if (!set.count(int32_t(e))) best_left = std::max(best_left, sel[size_t(e)]);
-      if (!bad && worst < best_left && std::fabs(worst - best_left) > kTieTol * std::max(1.0f, std::fabs(best_left)))
+      if (!bad && worst < best_left && std::fabs(worst - best_left) > tie_tol(d, best_left))
         bad = true;
       for (int64_t k = 0; k < L.K && !bad; ++k) {
         double want = wt[size_t(chosen[k])] * (prm.gate.renormalize ? 1.0 / denom : 1.0) *
                       (prm.gate.mode == ops::GateMode::kSigmoidGroupedTopk ? prm.gate.scale : 1.0);
-        bad = std::fabs(double(w[i * size_t(L.K) + size_t(k)]) - want) > 1e-5 + 1e-4 * std::fabs(want);
+        bad = std::fabs(double(w[i * size_t(L.K) + size_t(k)]) - want) > 1e-5 + tie_tol(d, want);
       }
       if (bad) fail(p.tokens[i] * L.K);
     }

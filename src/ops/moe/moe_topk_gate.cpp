@@ -22,9 +22,14 @@ constexpr int kWarpsPerBlock = 4;  // tc::moe::kGateWarpsPerBlock
 reference::MoeTopkGateRef ref_of(const MoeTopkGateArgs& a, const MoeTopkGateParams& p) {
   return {a.logits.ptr<float>(), a.bias ? a.bias->ptr<float>() : nullptr, a.ids.ptr<int32_t>(),
           a.weights.ptr<float>(), a.logits.shape[0], a.logits.shape[1], a.ids.shape[1],
-          p.mode == GateMode::kSigmoidGroupedTopk, p.renormalize, p.n_group, p.topk_group, p.scale};
+          p.mode == GateMode::kSigmoidGroupedTopk, p.renormalize, p.n_group, p.topk_group, p.scale,
+          score_rounding(p.score_dtype)};
 }
 }  // namespace
+
+int score_rounding(DType score_dtype) {
+  return score_dtype == DType::kF16 ? 1 : score_dtype == DType::kBF16 ? 2 : 0;
+}
 
 const char* gate_mode_name(GateMode m) {
   return m == GateMode::kSoftmaxTopk ? "softmax_topk" : "sigmoid_grouped_topk";
@@ -41,6 +46,8 @@ void validate_moe_topk_gate(const MoeTopkGateArgs& a, const MoeTopkGateParams& p
   check_tensor(a.ids, kOp, "ids", {DType::kI32}, 2, backend);
   check_tensor(a.weights, kOp, "weights", {DType::kF32}, 2, backend);
   const int64_t T = a.logits.shape[0], E = a.logits.shape[1], K = a.ids.shape[1];
+  TC_CHECK_ARG(p.score_dtype == DType::kF32 || p.score_dtype == DType::kF16 || p.score_dtype == DType::kBF16, kOp,
+               "score_dtype", "fp32, fp16 or bf16", dtype_name(p.score_dtype));
   TC_CHECK_ARG(E >= 1 && E <= kMaxExperts, kOp, "logits", fmt::format("1..{} experts (columns)", kMaxExperts),
                a.logits.describe());
   TC_CHECK_ARG(a.ids.shape[0] == T && K >= 1 && K <= std::min<int64_t>(E, kMaxTopK), kOp, "ids",
@@ -76,8 +83,8 @@ jit::KernelSpec moe_topk_gate_kernel_spec(const MoeTopkGateArgs& a, const MoeTop
   const int mode = p.mode == GateMode::kSoftmaxTopk ? 0 : 1;
   return {"moe/topk_gate.cuh",
           "tc::moe::topk_gate_kernel",
-          {std::to_string(mode), std::to_string(epl), std::to_string(K)},
-          fmt::format("{} E={} K={} epl={}", gate_mode_name(p.mode), E, K, epl)};
+          {std::to_string(mode), std::to_string(epl), std::to_string(K), std::to_string(score_rounding(p.score_dtype))},
+          fmt::format("{} E={} K={} epl={} scores={}", gate_mode_name(p.mode), E, K, epl, dtype_name(p.score_dtype))};
 }
 
 void moe_topk_gate(const MoeTopkGateArgs& a, const MoeTopkGateParams& p, CUstream stream,
@@ -88,7 +95,8 @@ void moe_topk_gate(const MoeTopkGateArgs& a, const MoeTopkGateParams& p, CUstrea
   const int dev = a.logits.device.index;
   static jit::OpKernelCache kernels;
   const uint64_t code = uint64_t(a.logits.shape[1]) | uint64_t(a.ids.shape[1]) << 16 |
-                        uint64_t(p.mode == GateMode::kSigmoidGroupedTopk) << 24;
+                        uint64_t(p.mode == GateMode::kSigmoidGroupedTopk) << 24 |
+                        uint64_t(score_rounding(p.score_dtype)) << 25;
   const jit::Launchable* k = &kernels.get(code, compile, dev, [&] { return moe_topk_gate_kernel_spec(a, p); });
   tc::moe::TopkGateParams kp{a.logits.ptr<float>(), a.bias ? a.bias->ptr<float>() : nullptr, a.ids.ptr<int>(),
                              a.weights.ptr<float>(), (long long)T, int(a.logits.shape[1]), p.n_group,

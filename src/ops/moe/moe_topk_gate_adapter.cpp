@@ -32,6 +32,12 @@ ops::MoeTopkGateParams params_of(const WorkloadSpec& w) {
   p.renormalize = w.params.at("renormalize") == "true";
   p.n_group = int(w.symbols.at("n_group"));
   p.topk_group = int(w.symbols.at("topk_group"));
+  const std::string& scores = w.params.at("scores");
+  auto sd = parse_dtype(scores);
+  if (!sd || (*sd != DType::kF32 && *sd != DType::kF16 && *sd != DType::kBF16))
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("{}: workload '{}': scores '{}' is not fp32, fp16 or bf16", kOp, w.name, scores));
+  p.score_dtype = *sd;
   try {
     p.scale = std::stof(w.params.at("scale"));
   } catch (const std::exception&) {
@@ -55,10 +61,20 @@ reference::MoeTopkGateRef ref_of(const CaseData& d, const Tensors& out, const op
   auto b = d.inputs.find("bias");
   return {l.ptr<float>(), b == d.inputs.end() ? nullptr : b->second.ptr<float>(), out.at("ids").ptr<int32_t>(),
           out.at("weights").ptr<float>(), l.shape()[0], l.shape()[1], out.at("ids").shape[1],
-          p.mode == ops::GateMode::kSigmoidGroupedTopk, p.renormalize, p.n_group, p.topk_group, p.scale};
+          p.mode == ops::GateMode::kSigmoidGroupedTopk, p.renormalize, p.n_group, p.topk_group, p.scale,
+          ops::score_rounding(p.score_dtype)};
 }
 
-bool near(double a, double b) { return std::fabs(a - b) <= kTieTol * std::max(1.0, std::fabs(b)); }
+// One unit in the last place, relative, of the score dtype (0 when exact):
+// expf on the device and std::exp here may round a score to neighbours.
+double score_ulp(const ops::MoeTopkGateParams& p) {
+  return p.score_dtype == DType::kF16 ? 0x1p-10 : p.score_dtype == DType::kBF16 ? 0x1p-7 : 0.0;
+}
+
+// Scores close enough that either order is a correct selection.
+bool near(double a, double b, double ulp) {
+  return std::fabs(a - b) <= kTieTol * std::max(1.0, std::fabs(b)) + 2 * ulp * std::fabs(b);
+}
 
 class MoeTopkGateAdapter final : public OpAdapter {
  public:
@@ -119,7 +135,7 @@ class MoeTopkGateAdapter final : public OpAdapter {
           reference::moe_topk_gate_scores(ref, t, select.data(), weight.data());
           scored = true;
         }
-        const bool ok = gg >= 0 && gg < E && near(select[size_t(gg)], select[size_t(gw)]);
+        const bool ok = gg >= 0 && gg < E && near(select[size_t(gg)], select[size_t(gw)], score_ulp(p));
         if (ok) ++swaps;
         else {
           if (first < 0) first = t * K + k;
@@ -132,7 +148,9 @@ class MoeTopkGateAdapter final : public OpAdapter {
       ids_rec["first_failure"] = {{"index", first}, {"got", got.at("ids").ptr<int32_t>()[first]},
                                   {"want", want.at("ids").ptr<int32_t>()[first]}};
     nlohmann::json w_rec;
-    const bool w_ok = compare_tensor(op.tolerance, want.at("weights"), got.at("weights"), w_rec);
+    Tolerance tol = op.tolerance;
+    tol.rtol += score_ulp(p);  // a rounded score may land on the neighbouring value
+    const bool w_ok = compare_tensor(tol, want.at("weights"), got.at("weights"), w_rec);
     r["outputs"] = {{"ids", ids_rec}, {"weights", w_rec}};
     r["compare_mode"] = "ids exact up to near-ties; weights allclose";
     r["num_elements"] = 2 * T * K;
@@ -157,17 +175,20 @@ class MoeTopkGateAdapter final : public OpAdapter {
     const int64_t T = l.shape()[0], E = l.shape()[1], K = out.at("ids").shape[1];
     auto bias = d.inputs.find("bias");
     F64Check c;
-    std::vector<double> sel(static_cast<size_t>(E)), wt(static_cast<size_t>(E));
+    std::vector<double> sel(static_cast<size_t>(E)), wt(static_cast<size_t>(E)), row(static_cast<size_t>(E));
+    const int rnd = ops::score_rounding(p.score_dtype);
+    const double ulp = score_ulp(p);
+    auto round = [&](double v) { return rnd ? double(reference::round_score(float(v), rnd)) : v; };
     for (int64_t t = 0; t < T; ++t) {
-      const float* row = l.ptr<float>() + t * E;
+      for (int64_t e = 0; e < E; ++e) row[size_t(e)] = round(l.ptr<float>()[t * E + e]);
       if (p.mode == ops::GateMode::kSoftmaxTopk) {
         double m = -INFINITY, s = 0;
-        for (int64_t e = 0; e < E; ++e) m = std::max(m, double(row[e]));
-        for (int64_t e = 0; e < E; ++e) s += std::exp(double(row[e]) - m);
-        for (int64_t e = 0; e < E; ++e) sel[size_t(e)] = wt[size_t(e)] = std::exp(double(row[e]) - m) / s;
+        for (int64_t e = 0; e < E; ++e) m = std::max(m, row[size_t(e)]);
+        for (int64_t e = 0; e < E; ++e) s += std::exp(row[size_t(e)] - m);
+        for (int64_t e = 0; e < E; ++e) sel[size_t(e)] = wt[size_t(e)] = round(std::exp(row[size_t(e)] - m) / s);
       } else {
         for (int64_t e = 0; e < E; ++e) {
-          wt[size_t(e)] = 1.0 / (1.0 + std::exp(-double(row[e])));
+          wt[size_t(e)] = round(1.0 / (1.0 + std::exp(-row[size_t(e)])));
           sel[size_t(e)] = wt[size_t(e)] + (bias != d.inputs.end() ? bias->second.ptr<float>()[e] : 0.0);
         }
         if (p.n_group > 1) {
@@ -200,14 +221,15 @@ class MoeTopkGateAdapter final : public OpAdapter {
         for (int64_t e = 0; e < E; ++e)
           (chosen[size_t(e)] ? worst_chosen : best_left) =
               chosen[size_t(e)] ? std::min(worst_chosen, sel[size_t(e)]) : std::max(best_left, sel[size_t(e)]);
-        bad = worst_chosen < best_left && !near(worst_chosen, best_left);
+        bad = worst_chosen < best_left && !near(worst_chosen, best_left, ulp);
         for (int64_t k = 0; k < K && !bad; ++k) {
           double want = wt[size_t(ids[k])] * (p.renormalize ? 1.0 / denom : 1.0) *
                         (p.mode == ops::GateMode::kSigmoidGroupedTopk ? p.scale : 1.0);
           double err = std::fabs(double(w[k]) - want);
           c.max_abs_err = std::max(c.max_abs_err, err);
-          c.max_excess = std::max(c.max_excess, err / (1e-6 + 1e-5 * std::fabs(want)));
-          bad = err > 1e-6 + 1e-5 * std::fabs(want);
+          const double bound = 1e-6 + (1e-5 + 2 * ulp) * std::fabs(want);
+          c.max_excess = std::max(c.max_excess, err / bound);
+          bad = err > bound;
         }
       }
       if (bad) {
