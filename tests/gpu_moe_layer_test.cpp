@@ -27,6 +27,22 @@ TEST(GpuMoeGroupedGemm, BothKernelsAtEveryTileHeight) {
       test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, "prefill-bm128-kn", {{"sm90", 0}}), 3);
 }
 
+// The plain 2-D grid and grouped CTA orders (a short last group included)
+// cover every tile exactly once, on both kernels.
+TEST(GpuMoeGroupedGemm, EveryCtaOrder) {
+  TC_REQUIRE_GPU();
+  for (int g : {0, 1, 3, 5}) {
+    EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, "prefill-bm128", {{"group_m", g}}),
+              3);
+    EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, "prefill-kn-tails",
+                                               {{"group_m", g}}),
+              3);
+    EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, "prefill-bm128-kn",
+                                               {{"sm90", 0}, {"group_m", g}}),
+              3);
+  }
+}
+
 TEST(GpuFusedMoe, SmokeCases) {
   TC_REQUIRE_GPU();
   EXPECT_GT(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA), 8);

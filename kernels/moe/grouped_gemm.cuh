@@ -75,6 +75,28 @@ __device__ __forceinline__ void gemm_tile_sources(const GroupedGemmParams& p, in
   }
 }
 
+// The output tile (row tile tm, column tile tn) this CTA computes, of
+// `tiles` row tiles in use. group_m = 0: a 2-D grid, x = row tile, y = column
+// tile (resident CTAs share one B column block but each streams its own A
+// rows, so A is read from DRAM once per column tile). group_m > 0: a 1-D grid
+// walked in groups of group_m row tiles, row tile fastest, so the CTAs
+// resident at one time share a few A row blocks and B column blocks in L2.
+// False: nothing to do (past the tiles in use, or the tail of a short group).
+__device__ __forceinline__ bool gemm_tile_of(const GroupedGemmParams& p, int tiles, int bn, int& tm, int& tn) {
+  if (p.group_m <= 0) {
+    tm = blockIdx.x, tn = blockIdx.y;
+    return tm < tiles;
+  }
+  const long long tiles_n = (p.N + bn - 1) / bn, per_group = (long long)p.group_m * tiles_n;
+  const long long g = blockIdx.x / per_group, r = blockIdx.x - g * per_group;
+  const long long first = g * p.group_m;
+  if (first >= tiles) return false;
+  const int rows = int(min((long long)p.group_m, tiles - first));
+  if (r >= rows * tiles_n) return false;
+  tm = int(first + r % rows), tn = int(r / rows);
+  return true;
+}
+
 template <typename T, typename OutT, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, int LAYOUT, bool DUAL,
           bool VEC, int TABLE>
 struct GroupedGemm {
@@ -175,12 +197,12 @@ struct GroupedGemm {
   static __device__ __forceinline__ void run(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L) {
     const GroupedGemmParams& p = L.p;
     extern __shared__ __align__(128) char smem[];
-    const int tile = blockIdx.x;
     const int tiles = p.num_tiles ? *p.num_tiles : (p.M + BM - 1) / BM;
-    if (tile >= tiles) return;
+    int tile, tn;
+    if (!gemm_tile_of(p, tiles, BN, tile, tn)) return;
     const int expert = p.tile_expert ? p.tile_expert[tile] : 0;
     if (expert < 0 || expert >= p.num_experts) return;
-    const int row0 = tile * BM, col0 = blockIdx.y * BN;
+    const int row0 = tile * BM, col0 = tn * BN;
 
     int* src = reinterpret_cast<int*>(smem + STAGES * kStageBytes);
     gemm_tile_sources(p, row0, BM, src);

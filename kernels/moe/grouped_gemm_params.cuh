@@ -15,6 +15,7 @@ struct GroupedGemmParams {
   int M, N, K;             // layout rows (a multiple of BM), output columns, reduction length
   int a_rows;              // rows of A: source rows outside [0, a_rows) read zeros
   int num_experts;         // tiles naming an expert outside [0, num_experts) are skipped
+  int group_m;             // CTA order: > 0 walks a 1-D grid in groups of group_m row tiles (see gemm_tile_of)
 };
 
 // Per-expert weight base pointers (the race's layout: one tensor per expert),

@@ -101,12 +101,12 @@ struct GroupedGemmSm90 {
     const GroupedGemmParams& p = L.p;
     extern __shared__ __align__(1024) char smem_raw[];
     char* smem = reinterpret_cast<char*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
-    const int tile = blockIdx.x;
     const int tiles = p.num_tiles ? *p.num_tiles : (p.M + BM - 1) / BM;
-    if (tile >= tiles) return;
+    int tile, tn;
+    if (!gemm_tile_of(p, tiles, BN, tile, tn)) return;
     const int expert = p.tile_expert ? p.tile_expert[tile] : 0;
     if (expert < 0 || expert >= p.num_experts) return;
-    const int row0 = tile * BM, col0 = blockIdx.y * BN;
+    const int row0 = tile * BM, col0 = tn * BN;
     int* src = reinterpret_cast<int*>(smem + STAGES * kStageBytes);
     gemm_tile_sources(p, row0, BM, src);
     const T* b[2] = {nullptr, nullptr};

@@ -178,7 +178,8 @@ void grouped_gemm(const Array& a_, const std::vector<Array>& w, bool stacked, co
     else if (k == "block_n") o.config.block_n = v;
     else if (k == "stages") o.config.stages = v;
     else if (k == "sm90") o.config.sm90 = v;
-    else throw_arg_error(ErrorKind::kInvalidArgument, op, "config", "keys block_m, block_n, stages, sm90", "'" + k + "'");
+    else if (k == "group_m") o.config.group_m = v;
+    else throw_arg_error(ErrorKind::kInvalidArgument, op, "config", "keys block_m, block_n, stages, sm90, group_m", "'" + k + "'");
   }
   nb::gil_scoped_release nogil;
   if (backend_of(a.a) == DeviceType::kCUDA) ops::moe_grouped_gemm(a, stream_of(stream), o);

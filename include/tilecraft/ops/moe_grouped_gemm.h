@@ -52,6 +52,9 @@ struct MoeGroupedGemmArgs {
 struct MoeGroupedGemmConfig {
   int block_m = 0, block_n = 0, stages = 0, warps_m = 0, warps_n = 0;
   int sm90 = -1;
+  // CTA order (a launch parameter, not compiled in): 0 = row tile x column
+  // tile grid; G > 0 = groups of G row tiles, row tile fastest (L2 reuse).
+  int group_m = -1;
   std::string str() const;
 };
 

@@ -580,9 +580,10 @@ class FusedMoeAdapter final : public OpAdapter {
       else if (k == "down_block_n") m.down.block_n = v;
       else if (k == "down_stages") m.down.stages = v;
       else if (k == "sm90") m.gate_up.sm90 = m.down.sm90 = v;
+      else if (k == "group_m") m.gate_up.group_m = m.down.group_m = v;
       else
         throw_arg_error(ErrorKind::kInvalidArgument, kOp, "--config",
-                        "keys block_m, gate_up_block_n, gate_up_stages, down_block_n, down_stages, sm90", "'" + k + "'");
+                        "keys block_m, gate_up_block_n, gate_up_stages, down_block_n, down_stages, sm90, group_m", "'" + k + "'");
     }
     return m;
   }

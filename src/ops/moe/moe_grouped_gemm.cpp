@@ -96,6 +96,7 @@ int64_t block_m_of(const MoeGroupedGemmArgs& a) {
 const char* weight_layout_name(WeightLayout l) { return l == WeightLayout::kNK ? "NK" : "KN"; }
 
 std::string MoeGroupedGemmConfig::str() const {
+  // group_m is a launch parameter: not part of the compiled kernel's name.
   if (sm90 == 1) return fmt::format("wgmma bm={} bn={} bk={} stages={} warpgroups=2", block_m, block_n, kBK, stages);
   return fmt::format("mma bm={} bn={} bk={} stages={} warps={}x{}", block_m, block_n, kBK, stages, warps_m, warps_n);
 }
@@ -181,6 +182,11 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   if (sched_bm && over.block_m)
     TC_CHECK_ARG(over.block_m == sched_bm, kOp, "block_m", fmt::format("{} (the tile schedule's tile height)", sched_bm),
                  std::to_string(over.block_m));
+  // Groups of 8 row tiles: with ~130 resident CTAs, a wave covers ~8 row
+  // blocks x ~16 column blocks, which fit L2 together for the layer's shapes.
+  c.group_m = over.group_m >= 0 ? over.group_m : 8;
+  TC_CHECK_ARG(c.group_m >= 0 && c.group_m <= 4096, kOp, "group_m", "0 (2-D grid) or 1..4096 row tiles per group",
+               std::to_string(c.group_m));
   const bool sm90_ok = cc_major == 9 && (c.block_m == 128 || c.block_m == 64) && vector_ok(a);
   // 64-row wgmma tiles are there on request (sm90=1, tested); the default
   // keeps the mma.sync kernel for them until a head-to-head measurement says
@@ -292,10 +298,12 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   p.ldb = a.w.layout == WeightLayout::kNK ? K : N;
   p.ldc = N;
   p.M = int(M), p.N = int(N), p.K = int(K), p.a_rows = int(a.a.shape[0]);
-  const unsigned grid_x = unsigned((M + c.block_m - 1) / c.block_m), grid_y = unsigned((N + c.block_n - 1) / c.block_n);
-  TC_CHECK_ARG(grid_y <= 65535, kOp, "out", "N / block_n <= 65535", a.out.describe());
+  p.group_m = c.group_m;
+  unsigned grid_x = unsigned((M + c.block_m - 1) / c.block_m), grid_y = unsigned((N + c.block_n - 1) / c.block_n);
+  TC_CHECK_ARG(c.group_m > 0 || grid_y <= 65535, kOp, "out", "N / block_n <= 65535", a.out.describe());
   TC_CHECK_ARG(uint64_t(grid_x) * grid_y <= uint64_t(INT_MAX), kOp, "out", "fewer than 2^31 output tiles",
                a.out.describe());
+  if (c.group_m > 0) grid_x *= grid_y, grid_y = 1;
   const unsigned threads = unsigned(32 * c.warps_m * c.warps_n);
   if (table == 0) {
     p.b[0] = a.w.stacked->data;

@@ -165,8 +165,9 @@ class MoeGroupedGemmAdapter final : public OpAdapter {
       else if (k == "warps_m") m.config.warps_m = v;
       else if (k == "warps_n") m.config.warps_n = v;
       else if (k == "sm90") m.config.sm90 = v;
+      else if (k == "group_m") m.config.group_m = v;
       else
-        throw_arg_error(ErrorKind::kInvalidArgument, kOp, "--config", "keys block_m, block_n, stages, warps_m, warps_n, sm90",
+        throw_arg_error(ErrorKind::kInvalidArgument, kOp, "--config", "keys block_m, block_n, stages, warps_m, warps_n, sm90, group_m",
                         "'" + k + "'");
     }
     return m;
