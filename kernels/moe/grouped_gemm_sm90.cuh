@@ -52,27 +52,71 @@ struct GroupedGemmSm90 {
   static_assert(WN == 64 || WN == 128 || WN == 256, "wgmma N");
   static_assert(STAGES >= 3, "prefetch distance STAGES - 2");
   static_assert(kStageBytes % 1024 == 0, "stages keep 1024-byte swizzle atoms aligned");
+  static_assert(kThreads == 256 && BM % 32 == 0 && BN % 64 == 0, "the load plan: 32 rows of 8 chunks per pass");
 
-  static __device__ __forceinline__ void load_stage(const GroupedGemmParams& p, const T* const* b, const int* src,
-                                                    int col0, char* stage, int k0) {
-    const int tid = threadIdx.x;
+  // Each thread copies the same chunks of every stage: chunk j of A is row
+  // r0 + 32 j, chunk j of B row (layout 0) r0 + 32 j, or (layout 1) k row
+  // r0 + 32 (j & 1) of 64-column block j / 2, all at 16-byte column ch. In
+  // both swizzles those land 4096 j bytes after chunk 0, so the plan is made
+  // once per tile and a k-step is one add and one cp.async per chunk (the
+  // per-chunk index math and shared-memory row lookups dominated issue).
+  static constexpr int kAJ = BM / 32, kBJ = BN / 32;
+  struct LoadPlan {
+    long long a[kAJ];  // element offset of A chunk j at k = 0
+    long long b[kBJ];  // element offset of B chunk j at k = 0
+    int b_left[kBJ];   // layout 0: 8 if the row is inside N, else 0; layout 1: columns left (N tail)
+    unsigned a_ok;     // bit j: A chunk j is a real row (not padding)
+    int off0, kch, kr; // shared offset of chunk 0; this thread's k column; layout 1: k row of even chunks
+  };
+
+  static __device__ __forceinline__ LoadPlan make_plan(const GroupedGemmParams& p, const int* src, int col0) {
+    LoadPlan q;
+    const int ch = threadIdx.x & 7, r0 = threadIdx.x >> 3;
+    q.off0 = r0 * 128 + ((ch ^ (r0 & 7)) << 4);
+    q.kch = ch * 8;
+    q.kr = r0;
+    q.a_ok = 0;
+#pragma unroll
+    for (int j = 0; j < kAJ; ++j) {
+      const int s = src[r0 + 32 * j];
+      q.a[j] = (long long)(s < 0 ? 0 : s) * p.lda + ch * 8;
+      if (s >= 0) q.a_ok |= 1u << j;
+    }
+#pragma unroll
+    for (int j = 0; j < kBJ; ++j) {
+      if constexpr (LAYOUT == 0) {
+        const int n = col0 + r0 + 32 * j;
+        q.b[j] = (long long)(n < p.N ? n : 0) * p.ldb + ch * 8;
+        q.b_left[j] = n < p.N ? 8 : 0;
+      } else {
+        const int n = col0 + (j >> 1) * 64 + ch * 8;
+        q.b[j] = (long long)(r0 + 32 * (j & 1)) * p.ldb + (n < p.N ? n : 0);
+        q.b_left[j] = p.N - n;
+      }
+    }
+    return q;
+  }
+
+  static __device__ __forceinline__ void load_stage(const GroupedGemmParams& p, const T* const* b, const LoadPlan& q,
+                                                    char* stage, int k0) {
     const T* a = static_cast<const T*>(p.a);
-    for (int i = tid; i < BM * 8; i += kThreads) {
-      const int r = i >> 3, ch = i & 7, k = k0 + ch * 8, s = src[r];
-      gemm_copy_chunk<true>(stage + swizzle(r, ch, 128), a + (long long)(s < 0 ? 0 : s) * p.lda + k, s >= 0, p.K - k);
+    const bool k_in = p.K - k0 - q.kch > 0;  // this thread's column of the step is inside K
+#pragma unroll
+    for (int j = 0; j < kAJ; ++j) {
+      const bool ok = k_in && (q.a_ok >> j & 1u);
+      cp_async_16(stage + q.off0 + j * 4096, ok ? a + q.a[j] + k0 : a, ok);
     }
 #pragma unroll
     for (int m = 0; m < kB; ++m) {
       char* bs = stage + kABytes + m * kBBytes;
-      for (int i = tid; i < BN * 8; i += kThreads) {
-        if constexpr (LAYOUT == 0) {  // [n][64 k]
-          const int r = i >> 3, ch = i & 7, n = col0 + r, k = k0 + ch * 8;
-          gemm_copy_chunk<true>(bs + swizzle(r, ch, 128), b[m] + (long long)(n < p.N ? n : 0) * p.ldb + k, n < p.N,
-                                p.K - k);
-        } else {  // [n / 64][64 k][64 n]
-          const int ch = i & 7, kr = (i >> 3) & 63, nb = i >> 9, k = k0 + kr, n = col0 + nb * 64 + ch * 8;
-          gemm_copy_chunk<true>(bs + nb * 8192 + swizzle(kr, ch, 128), b[m] + (long long)(k < p.K ? k : 0) * p.ldb + n,
-                                k < p.K, p.N - n);
+#pragma unroll
+      for (int j = 0; j < kBJ; ++j) {
+        if constexpr (LAYOUT == 0) {
+          const bool ok = k_in && q.b_left[j] > 0;
+          cp_async_16(bs + q.off0 + j * 4096, ok ? b[m] + q.b[j] + k0 : b[m], ok);
+        } else {
+          const bool ok = k0 + q.kr + 32 * (j & 1) < p.K && q.b_left[j] > 0;
+          cp_async_16(bs + q.off0 + j * 4096, ok ? b[m] + q.b[j] + (long long)k0 * p.ldb : b[m], ok);
         }
       }
     }
@@ -116,6 +160,7 @@ struct GroupedGemmSm90 {
       else b[m] = static_cast<const T*>(p.b[m]) + (long long)expert * p.b_expert_stride;
     }
     __syncthreads();
+    const LoadPlan plan = make_plan(p, src, col0);
 
     float acc[kB][kAcc];
 #pragma unroll
@@ -130,7 +175,7 @@ struct GroupedGemmSm90 {
     // so slot (t - 2) % STAGES is free for stage t + STAGES - 2.
 #pragma unroll
     for (int s = 0; s < STAGES - 2; ++s) {
-      if (s < kt) load_stage(p, b, src, col0, smem + s * kStageBytes, s * kGemmBK);
+      if (s < kt) load_stage(p, b, plan, smem + s * kStageBytes, s * kGemmBK);
       cp_async_commit();
     }
     for (int t = 0; t < kt; ++t) {
@@ -138,7 +183,7 @@ struct GroupedGemmSm90 {
       fence_async_shared();
       __syncthreads();
       const int next = t + STAGES - 2;
-      if (next < kt) load_stage(p, b, src, col0, smem + (next % STAGES) * kStageBytes, next * kGemmBK);
+      if (next < kt) load_stage(p, b, plan, smem + (next % STAGES) * kStageBytes, next * kGemmBK);
       cp_async_commit();
       compute_stage(smem + (t % STAGES) * kStageBytes, wg, acc);
       wgmma_wait<1>();
