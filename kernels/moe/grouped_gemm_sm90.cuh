@@ -141,6 +141,31 @@ struct GroupedGemmSm90 {
     wgmma_commit();
   }
 
+  // Accumulator layout of m64nN: warp w of the warpgroup holds rows 16w + lane/4 (+8);
+  // entry 4j + {0,1} (+{2,3} for row + 8) are columns 8j + 2*(lane%4) + {0,1}.
+  // wg: the warpgroup's index among those holding accumulators.
+  static __device__ __forceinline__ void store_tile(const GroupedGemmParams& p, const float (&acc)[kB][kAcc], int wg,
+                                                    int row0, int col0) {
+    const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+    const int wm = wg / kWgN, wn = wg % kWgN;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + wm * 64 + warp * 16 + (lane >> 2) + h * 8;
+      if (row >= p.M) continue;
+      const float scale = p.row_scale ? p.row_scale[row] : 1.0f;
+#pragma unroll
+      for (int j = 0; j < WN / 8; ++j) {
+        const int col = col0 + wn * WN + j * 8 + (lane & 3) * 2;
+        float v0 = acc[0][4 * j + 2 * h], v1 = acc[0][4 * j + 2 * h + 1];
+        if constexpr (DUAL) {
+          v0 = gemm_silu(v0) * acc[kB - 1][4 * j + 2 * h];
+          v1 = gemm_silu(v1) * acc[kB - 1][4 * j + 2 * h + 1];
+        }
+        gemm_store_pair<OutT, true>(p, row, col, v0 * scale, v1 * scale);
+      }
+    }
+  }
+
   static __device__ __forceinline__ void run(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L) {
     const GroupedGemmParams& p = L.p;
     extern __shared__ __align__(1024) char smem_raw[];
@@ -191,26 +216,7 @@ struct GroupedGemmSm90 {
     wgmma_wait<0>();
     cp_async_wait<0>();
 
-    // Accumulator layout of m64nN: warp w of the warpgroup holds rows 16w + lane/4 (+8);
-    // entry 4j + {0,1} (+{2,3} for row + 8) are columns 8j + 2*(lane%4) + {0,1}.
-    const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
-    const int wm = wg / kWgN, wn = wg % kWgN;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = row0 + wm * 64 + warp * 16 + (lane >> 2) + h * 8;
-      if (row >= p.M) continue;
-      const float scale = p.row_scale ? p.row_scale[row] : 1.0f;
-#pragma unroll
-      for (int j = 0; j < WN / 8; ++j) {
-        const int col = col0 + wn * WN + j * 8 + (lane & 3) * 2;
-        float v0 = acc[0][4 * j + 2 * h], v1 = acc[0][4 * j + 2 * h + 1];
-        if constexpr (DUAL) {
-          v0 = gemm_silu(v0) * acc[kB - 1][4 * j + 2 * h];
-          v1 = gemm_silu(v1) * acc[kB - 1][4 * j + 2 * h + 1];
-        }
-        gemm_store_pair<OutT, true>(p, row, col, v0 * scale, v1 * scale);
-      }
-    }
+    store_tile(p, acc, wg, row0, col0);
   }
 };
 
