@@ -4,7 +4,8 @@
 # matrix. Logs land in $OUT (flat: the device tool returns few, shallow files).
 #   usage: scripts/device_check.sh [steps...]
 #   steps: build gpu perf run full sweep python race, test:OP[:TAG] (correctness of one op
-#   on the GPU), bench:OP[:TAG] (its benchmark; TAG defaults to perf)
+#   on the GPU; TEST_FLAGS adds flags, e.g. "--config sm90=2"), bench:OP[:TAG]
+#   (its benchmark; TAG defaults to perf; BENCH_FLAGS adds flags)
 set -uo pipefail
 OUT=${OUT:-/tmp/tilecraft_out}
 mkdir -p "$OUT"
@@ -68,7 +69,7 @@ for s in $steps; do
     test:*)
       IFS=: read -r _ op tag <<< "$s"
       log="$OUT/test_${op}${tag:+_$tag}.log"
-      timeout ${OP_TIMEOUT:-300} $B/tilecraft test --op "$op" ${tag:+--tag $tag} > "$log" 2>&1
+      timeout ${OP_TIMEOUT:-300} $B/tilecraft test --op "$op" ${tag:+--tag $tag} ${TEST_FLAGS:-} > "$log" 2>&1
       step "test $op ${tag:-default}" "rc=$? $(tail -1 "$log")"
       grep -E "FAIL|ERROR" "$log" | head -20 ;;
     bench:*)

@@ -97,6 +97,29 @@ __device__ __forceinline__ bool gemm_tile_of(const GroupedGemmParams& p, int til
   return true;
 }
 
+// This CTA's output tile and its expert; false when it has none (past the
+// tiles in use, the tail of a short group, or a tile of no expert).
+struct GemmTile {
+  int row0, col0, expert;
+};
+__device__ __forceinline__ bool gemm_tile_owned(const GroupedGemmParams& p, int bm, int bn, GemmTile& t) {
+  const int tiles = p.num_tiles ? *p.num_tiles : (p.M + bm - 1) / bm;
+  int tm, tn;
+  if (!gemm_tile_of(p, tiles, bn, tm, tn)) return false;
+  t.expert = p.tile_expert ? p.tile_expert[tm] : 0;
+  if (t.expert < 0 || t.expert >= p.num_experts) return false;
+  t.row0 = tm * bm, t.col0 = tn * bn;
+  return true;
+}
+
+// Base of expert e's matrix m (0: w, 1: w_up): from the launch's pointer
+// table (TABLE > 0) or the stacked tensor.
+template <typename T, int TABLE>
+__device__ __forceinline__ const T* gemm_expert_weights(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L, int m, int e) {
+  if constexpr (TABLE > 0) return static_cast<const T*>(L.table.ptr[m][e]);
+  else return static_cast<const T*>(L.p.b[m]) + (long long)e * L.p.b_expert_stride;
+}
+
 template <typename T, typename OutT, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, int LAYOUT, bool DUAL,
           bool VEC, int TABLE>
 struct GroupedGemm {
@@ -197,21 +220,15 @@ struct GroupedGemm {
   static __device__ __forceinline__ void run(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L) {
     const GroupedGemmParams& p = L.p;
     extern __shared__ __align__(128) char smem[];
-    const int tiles = p.num_tiles ? *p.num_tiles : (p.M + BM - 1) / BM;
-    int tile, tn;
-    if (!gemm_tile_of(p, tiles, BN, tile, tn)) return;
-    const int expert = p.tile_expert ? p.tile_expert[tile] : 0;
-    if (expert < 0 || expert >= p.num_experts) return;
-    const int row0 = tile * BM, col0 = tn * BN;
+    GemmTile tile;
+    if (!gemm_tile_owned(p, BM, BN, tile)) return;
+    const int row0 = tile.row0, col0 = tile.col0;
 
     int* src = reinterpret_cast<int*>(smem + STAGES * kStageBytes);
     gemm_tile_sources(p, row0, BM, src);
     Ctx x{p, {nullptr, nullptr}, src, row0, col0};
 #pragma unroll
-    for (int m = 0; m < kB; ++m) {
-      if constexpr (TABLE > 0) x.b[m] = static_cast<const T*>(L.table.ptr[m][expert]);
-      else x.b[m] = static_cast<const T*>(p.b[m]) + (long long)expert * p.b_expert_stride;
-    }
+    for (int m = 0; m < kB; ++m) x.b[m] = gemm_expert_weights<T, TABLE>(L, m, tile.expert);
     __syncthreads();
 
     float acc[kB][MI][NI][4];

@@ -125,12 +125,9 @@ struct GroupedGemmSm90Ws {
     const GroupedGemmParams& p = L.p;
     extern __shared__ __align__(1024) char smem_raw[];
     char* smem = reinterpret_cast<char*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
-    const int tiles = p.num_tiles ? *p.num_tiles : (p.M + BM - 1) / BM;
-    int tile, tn;
-    if (!gemm_tile_of(p, tiles, BN, tile, tn)) return;
-    const int expert = p.tile_expert ? p.tile_expert[tile] : 0;
-    if (expert < 0 || expert >= p.num_experts) return;
-    const int row0 = tile * BM, col0 = tn * BN;
+    GemmTile tile;
+    if (!gemm_tile_owned(p, BM, BN, tile)) return;
+    const int row0 = tile.row0, col0 = tile.col0;
     int* src = reinterpret_cast<int*>(smem + STAGES * kStageBytes);
     unsigned long long* full = reinterpret_cast<unsigned long long*>(src + BM);  // BM * 4 is a multiple of 8
     unsigned long long* empty = full + STAGES;
@@ -146,10 +143,7 @@ struct GroupedGemmSm90Ws {
     if (wg == 0) {  // producer
       const T* b[2] = {nullptr, nullptr};
 #pragma unroll
-      for (int m = 0; m < kB; ++m) {
-        if constexpr (TABLE > 0) b[m] = static_cast<const T*>(L.table.ptr[m][expert]);
-        else b[m] = static_cast<const T*>(p.b[m]) + (long long)expert * p.b_expert_stride;
-      }
+      for (int m = 0; m < kB; ++m) b[m] = gemm_expert_weights<T, TABLE>(L, m, tile.expert);
       const Plan plan = make_plan(p, src, col0, threadIdx.x);
       for (int t = 0; t < kt; ++t) {
         const int s = t % STAGES;
