@@ -25,7 +25,7 @@ for s in $steps; do
       $B/tilecraft env > "$OUT/env.txt" 2>&1; cat "$OUT/env.txt" ;;
     gpu)
       t0=$SECONDS
-      (cd $B && timeout 300 ctest -L gpu --output-on-failure) > "$OUT/gpu_tests.log" 2>&1
+      (cd $B && timeout ${GPU_TIMEOUT:-480} ctest -L gpu --output-on-failure) > "$OUT/gpu_tests.log" 2>&1
       rc=$?; step gpu_tests "rc=$rc in $((SECONDS - t0))s: $(grep -E 'tests passed|tests failed' "$OUT/gpu_tests.log" | tail -1)"
       grep -E "Failed|FAILED|Failure" "$OUT/gpu_tests.log" | head -20 ;;
     perf)
