@@ -4,7 +4,7 @@
 # matrix. Logs land in $OUT (flat: the device tool returns few, shallow files).
 #   usage: scripts/device_check.sh [steps...]
 #   steps: build gpu perf run full sweep python race, test:OP[:TAG] (correctness of one op
-#   on the GPU; TEST_FLAGS adds flags, e.g. "--config sm90=2"), bench:OP[:TAG]
+#   on the GPU; TEST_FLAGS adds flags, e.g. "--config group_m=0"), bench:OP[:TAG]
 #   (its benchmark; TAG defaults to perf; BENCH_FLAGS adds flags)
 set -uo pipefail
 OUT=${OUT:-/tmp/tilecraft_out}

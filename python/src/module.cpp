@@ -173,14 +173,7 @@ void grouped_gemm(const Array& a_, const std::vector<Array>& w, bool stacked, co
   a.row_scale = opt_view(row_scale, op, "row_scale");
   a.out = view_of(out, op, "out");
   ops::MoeGroupedGemmOptions o;
-  for (auto& [k, v] : config) {
-    if (k == "block_m") o.config.block_m = v;
-    else if (k == "block_n") o.config.block_n = v;
-    else if (k == "stages") o.config.stages = v;
-    else if (k == "sm90") o.config.sm90 = v;
-    else if (k == "group_m") o.config.group_m = v;
-    else throw_arg_error(ErrorKind::kInvalidArgument, op, "config", "keys block_m, block_n, stages, sm90, group_m", "'" + k + "'");
-  }
+  for (auto& [k, v] : config) ops::set_config_key(o.config, k, v, op, "config");
   nb::gil_scoped_release nogil;
   if (backend_of(a.a) == DeviceType::kCUDA) ops::moe_grouped_gemm(a, stream_of(stream), o);
   else ops::moe_grouped_gemm_cpu(a);

@@ -58,6 +58,10 @@ struct MoeGroupedGemmConfig {
   std::string str() const;
 };
 
+// Sets the override named `key` (block_m, block_n, stages, warps_m, warps_n,
+// sm90, group_m); an unknown key is an error naming `op` and `arg`.
+void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, const char* op, const char* arg);
+
 struct MoeGroupedGemmOptions {
   MoeGroupedGemmConfig config;  // overrides (block_m must match the tile schedule when one is given)
   jit::CompileOptions compile;

@@ -158,18 +158,7 @@ class MoeGroupedGemmAdapter final : public OpAdapter {
   static ops::MoeGroupedGemmOptions op_options(const RunOptions& o) {
     ops::MoeGroupedGemmOptions m;
     m.compile = o.compile;
-    for (auto& [k, v] : o.config) {
-      if (k == "block_m") m.config.block_m = v;
-      else if (k == "block_n") m.config.block_n = v;
-      else if (k == "stages") m.config.stages = v;
-      else if (k == "warps_m") m.config.warps_m = v;
-      else if (k == "warps_n") m.config.warps_n = v;
-      else if (k == "sm90") m.config.sm90 = v;
-      else if (k == "group_m") m.config.group_m = v;
-      else
-        throw_arg_error(ErrorKind::kInvalidArgument, kOp, "--config", "keys block_m, block_n, stages, warps_m, warps_n, sm90, group_m",
-                        "'" + k + "'");
-    }
+    for (auto& [k, v] : o.config) ops::set_config_key(m.config, k, v, kOp, "--config");
     return m;
   }
 
