@@ -34,6 +34,9 @@ struct MoeTopkGateParams {
 
 // The rounding code the kernel and the reference take: 0 exact, 1 fp16, 2 bf16.
 int score_rounding(DType score_dtype);
+// One unit in the last place, relative, of the score dtype (0 for exact fp32):
+// how far a rounded score may land from another computation's rounding.
+double score_ulp(DType score_dtype);
 
 void validate_moe_topk_gate(const MoeTopkGateArgs& a, const MoeTopkGateParams& p, DeviceType backend);
 jit::KernelSpec moe_topk_gate_kernel_spec(const MoeTopkGateArgs& a, const MoeTopkGateParams& p);

@@ -39,15 +39,6 @@ constexpr double kTieTol = 1e-4;         // relative: router logits differ by su
 
 int64_t sym(const CaseData& d, const char* s) { return int64_t(d.symbols.at(s)); }
 
-// How far apart two selection scores may be and still count as a tie: summation
-// order moves fp32 logits by ~1e-4 relative; with rounded scores (router in the
-// activation dtype) that can flip a rounding, i.e. two units in the last place.
-double tie_tol(const CaseData& d, double s) {
-  const int64_t r = sym(d, "round_scores");
-  const double ulp = r == 1 ? 0x1p-10 : r == 2 ? 0x1p-7 : 0.0;
-  return kTieTol * std::max(1.0, std::fabs(s)) + 2 * ulp * std::fabs(s);
-}
-
 ops::FusedMoeParams params_of(const CaseData& d) {
   ops::FusedMoeParams p;
   p.top_k = int(sym(d, "K"));
@@ -60,6 +51,14 @@ ops::FusedMoeParams params_of(const CaseData& d) {
   p.gate.score_dtype = r == 1 ? DType::kF16 : r == 2 ? DType::kBF16 : DType::kF32;
   p.given_routing = sym(d, "routing_given") != 0;
   return p;
+}
+
+// How far apart two selection scores may be and still count as a tie: summation
+// order moves fp32 logits by ~1e-4 relative; with rounded scores (router in the
+// activation dtype) that can flip a rounding, i.e. two units in the last place.
+double tie_tol(const CaseData& d, double s) {
+  const double ulp = ops::score_ulp(params_of(d).gate.score_dtype);
+  return kTieTol * std::max(1.0, std::fabs(s)) + 2 * ulp * std::fabs(s);
 }
 
 ops::ExpertWeights expert_set(const TensorView& t, bool per_expert) {

@@ -31,6 +31,10 @@ int score_rounding(DType score_dtype) {
   return score_dtype == DType::kF16 ? 1 : score_dtype == DType::kBF16 ? 2 : 0;
 }
 
+double score_ulp(DType score_dtype) {
+  return score_dtype == DType::kF16 ? 0x1p-10 : score_dtype == DType::kBF16 ? 0x1p-7 : 0.0;
+}
+
 const char* gate_mode_name(GateMode m) {
   return m == GateMode::kSoftmaxTopk ? "softmax_topk" : "sigmoid_grouped_topk";
 }

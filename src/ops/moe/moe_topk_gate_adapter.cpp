@@ -65,11 +65,8 @@ reference::MoeTopkGateRef ref_of(const CaseData& d, const Tensors& out, const op
           ops::score_rounding(p.score_dtype)};
 }
 
-// One unit in the last place, relative, of the score dtype (0 when exact):
 // expf on the device and std::exp here may round a score to neighbours.
-double score_ulp(const ops::MoeTopkGateParams& p) {
-  return p.score_dtype == DType::kF16 ? 0x1p-10 : p.score_dtype == DType::kBF16 ? 0x1p-7 : 0.0;
-}
+double score_ulp(const ops::MoeTopkGateParams& p) { return ops::score_ulp(p.score_dtype); }
 
 // Scores close enough that either order is a correct selection.
 bool near(double a, double b, double ulp) {
