@@ -43,6 +43,14 @@ TEST(GpuMoeGroupedGemm, EveryCtaOrder) {
   }
 }
 
+// The warp-specialised wgmma kernel (opt-in: sm90=2): stacked [N, K] and
+// [K, N], per-expert pointers, ragged N and K, 64- and 128-row tiles.
+TEST(GpuMoeGroupedGemm, WarpSpecialisedKernel) {
+  TC_REQUIRE_GPU();
+  for (const char* w : {"prefill-bm128", "prefill-bm128-kn", "prefill-kn-tails", "kn-stacked"})
+    EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w, {{"sm90", 2}}), 3) << w;
+}
+
 TEST(GpuFusedMoe, SmokeCases) {
   TC_REQUIRE_GPU();
   EXPECT_GT(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA), 8);

@@ -135,6 +135,32 @@ TEST(MoeGroupedGemmCpu, ArgumentErrorsNameTheArgument) {
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "block_m", "16");
 }
 
+// The warp-specialised wgmma kernel (sm90=2): one producer and two consumer
+// warpgroups, a full and an empty mbarrier per stage; only where wgmma fits.
+TEST(MoeGroupedGemmCpu, WarpSpecialisedConfig) {
+  HostTensor a(DType::kBF16, {1024, 256}), w(DType::kBF16, {2, 512, 256}), out(DType::kBF16, {1024, 512});
+  HostTensor tiles(DType::kI32, {8}), idx(DType::kI32, {1024});
+  ops::MoeGroupedGemmArgs g;
+  g.a = a.view();
+  g.w.stacked = w.view();
+  g.out = out.view();
+  g.tile_expert = tiles.view();
+  g.a_index = idx.view();
+  ops::MoeGroupedGemmConfig over;
+  over.sm90 = 2;
+  const auto c = ops::moe_grouped_gemm_config(g, over, 9);
+  EXPECT_EQ(c.sm90, 2);
+  EXPECT_EQ(c.block_m, 128);
+  EXPECT_EQ(32 * c.warps_m * c.warps_n, 384);
+  EXPECT_NE(c.str().find("wgmma-ws"), std::string::npos) << c.str();
+  const auto spec = ops::moe_grouped_gemm_kernel_spec(g, c);
+  EXPECT_EQ(spec.header, "moe/grouped_gemm_sm90_ws.cuh");
+  over.sm90 = 3;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "sm90", "warp-specialised");
+  over.sm90 = 2;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 8), ErrorKind::kInvalidArgument, "sm90", "sm_8x");
+}
+
 TEST(FusedMoeCpu, KernelsForSm90a) {
   HostLayer L;
   L.T = 4096;

@@ -46,7 +46,9 @@ bool vector_ok(const MoeGroupedGemmArgs& a) {
 
 int smem_bytes(const MoeGroupedGemmConfig& c, bool dual) {
   const int ring = c.stages * (c.block_m * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2) + c.block_m * 4;
-  return c.sm90 ? ring + 1024 : ring;  // sm90: slack to align the ring to 1024 bytes (swizzle atoms)
+  // sm90: slack to align the ring to 1024 bytes (swizzle atoms); the
+  // warp-specialised kernel adds a full and an empty mbarrier per stage.
+  return c.sm90 ? ring + 1024 + (c.sm90 == 2 ? 16 * c.stages : 0) : ring;
 }
 
 void check_weights(const ExpertWeights& w, const char* arg, DType dtype, int64_t N, int64_t K, DeviceType backend) {
@@ -98,6 +100,8 @@ const char* weight_layout_name(WeightLayout l) { return l == WeightLayout::kNK ?
 std::string MoeGroupedGemmConfig::str() const {
   // group_m is a launch parameter: not part of the compiled kernel's name.
   if (sm90 == 1) return fmt::format("wgmma bm={} bn={} bk={} stages={} warpgroups=2", block_m, block_n, kBK, stages);
+  if (sm90 == 2)
+    return fmt::format("wgmma-ws bm={} bn={} bk={} stages={} warpgroups=1+2", block_m, block_n, kBK, stages);
   return fmt::format("mma bm={} bn={} bk={} stages={} warps={}x{}", block_m, block_n, kBK, stages, warps_m, warps_n);
 }
 
@@ -204,9 +208,9 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   // 64-row wgmma tiles are there on request (sm90=1, tested); the default
   // keeps the mma.sync kernel for them until a head-to-head measurement says
   // which is faster at that height.
-  TC_CHECK_ARG(over.sm90 >= -1 && over.sm90 <= 1, kOp, "sm90", "0 (mma.sync) or 1 (wgmma)",
-               std::to_string(over.sm90));
-  TC_CHECK_ARG(over.sm90 != 1 || sm90_ok, kOp, "sm90",
+  TC_CHECK_ARG(over.sm90 >= -1 && over.sm90 <= 2, kOp, "sm90",
+               "0 (mma.sync), 1 (wgmma) or 2 (warp-specialised wgmma; experimental)", std::to_string(over.sm90));
+  TC_CHECK_ARG(over.sm90 < 1 || sm90_ok, kOp, "sm90",
                "the wgmma kernel only for 64- or 128-row tiles, 16-byte aligned rows and compute capability 9.0",
                fmt::format("block_m {}, {} rows, sm_{}x", c.block_m, vector_ok(a) ? "aligned" : "unaligned", cc_major));
   c.sm90 = over.sm90 >= 0 ? over.sm90 : sm90_ok && c.block_m == 128;
@@ -217,7 +221,11 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
     const int min_n = c.block_m == 64 ? 128 : 64;
     c.block_n = over.block_n ? over.block_n
                              : std::max(min_n, dual ? (N <= 64 ? 64 : 128) : N <= 64 ? 64 : N <= 128 ? 128 : 256);
-    c.warps_m = 2, c.warps_n = 4;
+    c.warps_m = c.sm90 == 2 ? 3 : 2, c.warps_n = 4;  // warpgroups x 4 warps (ws: one producer + two consumers)
+    // The warp-specialised kernel keeps B chunk offsets inside one expert's
+    // matrix in 32 bits.
+    TC_CHECK_ARG(c.sm90 != 2 || N * a.a.shape[1] < (int64_t(1) << 31), kOp, "sm90",
+                 "N * K < 2^31 for the warp-specialised kernel", fmt::format("N = {}, K = {}", N, a.a.shape[1]));
     TC_CHECK_ARG(c.block_n >= min_n, kOp, "block_n", fmt::format("at least {} for {}-row wgmma tiles", min_n, c.block_m),
                  std::to_string(c.block_n));
     const int stage = c.block_m * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2;
@@ -268,8 +276,8 @@ jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const 
   const std::string in = dtype_kernel_type(a.a.dtype), out = dtype_kernel_type(a.out.dtype);
   const std::string lay = layout == WeightLayout::kNK ? "0" : "1", gated = dual ? "true" : "false";
   if (c.sm90)
-    return {"moe/grouped_gemm_sm90.cuh",
-            "tc::moe::grouped_gemm_sm90_kernel",
+    return {c.sm90 == 2 ? "moe/grouped_gemm_sm90_ws.cuh" : "moe/grouped_gemm_sm90.cuh",
+            c.sm90 == 2 ? "tc::moe::grouped_gemm_sm90_ws_kernel" : "tc::moe::grouped_gemm_sm90_kernel",
             {in, out, std::to_string(c.block_m), std::to_string(c.block_n), std::to_string(c.stages), lay, gated,
              std::to_string(table)},
             cfg};

@@ -1,0 +1,195 @@
+#pragma once
+// moe_grouped_gemm, Hopper warp-specialised path (sm_90a, opt-in: sm90=2).
+// The same tiles, shared-memory layout, wgmma issue and epilogue as
+// grouped_gemm_sm90.cuh, with the roles split: warpgroup 0 only loads
+// (cp.async, A rows gathered through a_index), warpgroups 1 and 2 only
+// multiply. Stages hand over through mbarriers instead of a block-wide
+// barrier per k-step:
+//   full[s]  - 128 arrivals: each producer thread's cp.async of stage s landed
+//              and was fenced for the async proxy (the writer waits for its own
+//              copies one stage behind, fences, then arrives: the same order
+//              of events as the cp.async kernel's wait, fence, barrier);
+//   empty[s] - 256 arrivals: every consumer thread's wgmma that read slot s
+//              retired (after wgmma.wait_group 1 of the next k-step).
+// Use u of slot s (k-step t = s + u * STAGES) completes phase u of each
+// barrier, so waits use parity u & 1; neither side runs a whole ring ahead.
+// The producer fills up to STAGES slots ahead (the cp.async kernel keeps
+// STAGES - 2 in flight) and the consumers never wait for address arithmetic.
+// No deadlock for STAGES >= 3: the producer, holding stage t - 1 unpublished,
+// waits only for the release of k-step t - STAGES, which the consumers give
+// once stage t - STAGES + 1 (published at k-step t - STAGES + 2 <= t - 1) is in.
+#include "moe/grouped_gemm_sm90.cuh"
+
+namespace tc::moe {
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned long long* bar) {
+  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
+  const unsigned a = smem_addr(bar);
+  unsigned done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(a), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+template <typename T, typename OutT, int BM, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE>
+struct GroupedGemmSm90Ws {
+  using Base = GroupedGemmSm90<T, OutT, BM, BN, STAGES, LAYOUT, DUAL, TABLE>;
+  static constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups
+  static constexpr int kB = Base::kB, kAcc = Base::kAcc, kABytes = Base::kABytes, kBBytes = Base::kBBytes;
+  static constexpr int kStageBytes = Base::kStageBytes;
+  // Ring, A-row sources, then 2 * STAGES mbarriers; + alignment slack.
+  static constexpr int kSmemBytes = STAGES * kStageBytes + BM * 4 + 2 * STAGES * 8 + 1024;
+
+  // 128 producer threads: thread (r0 = tid / 8, ch = tid % 8) copies chunk
+  // column ch of rows r0 + 16 j (A; B layout 0) or of k row r0 + 16 (j % 4)
+  // in 64-column block j / 4 (B layout 1). In the 128-byte swizzle every one
+  // of those lands 2048 j bytes after chunk 0 (row % 8 is the same for all).
+  static constexpr int kAJ = BM / 16, kBJ = BN / 16;
+  static_assert(BM % 16 == 0 && BN % 64 == 0, "the producer's plan: 16 rows of 8 chunks per pass");
+  struct Plan {
+    long long a[kAJ];  // element offset of A chunk j at k = 0
+    int b[kBJ];        // element offset of B chunk j at k = 0, inside one expert's matrix
+    unsigned a_ok;     // bit j: A chunk j is a real row
+    unsigned b_ok;     // bit j: B chunk j is inside N
+    int off0, kch, r0;
+  };
+
+  static __device__ __forceinline__ Plan make_plan(const GroupedGemmParams& p, const int* src, int col0, int tid) {
+    Plan q;
+    const int ch = tid & 7, r0 = tid >> 3;
+    q.off0 = r0 * 128 + ((ch ^ (r0 & 7)) << 4);
+    q.kch = ch * 8;
+    q.r0 = r0;
+    q.a_ok = q.b_ok = 0;
+#pragma unroll
+    for (int j = 0; j < kAJ; ++j) {
+      const int s = src[r0 + 16 * j];
+      q.a[j] = (long long)(s < 0 ? 0 : s) * p.lda + ch * 8;
+      if (s >= 0) q.a_ok |= 1u << j;
+    }
+#pragma unroll
+    for (int j = 0; j < kBJ; ++j) {
+      int n;
+      if constexpr (LAYOUT == 0) {
+        n = col0 + r0 + 16 * j;
+        q.b[j] = (n < p.N ? n : 0) * int(p.ldb) + ch * 8;
+      } else {
+        n = col0 + (j >> 2) * 64 + ch * 8;
+        q.b[j] = (r0 + 16 * (j & 3)) * int(p.ldb) + (n < p.N ? n : 0);
+      }
+      if (n < p.N) q.b_ok |= 1u << j;
+    }
+    return q;
+  }
+
+  static __device__ __forceinline__ void load_stage(const GroupedGemmParams& p, const T* const* b, const Plan& q,
+                                                    char* stage, int k0) {
+    const T* a = static_cast<const T*>(p.a);
+    const bool k_in = p.K - k0 - q.kch > 0;
+#pragma unroll
+    for (int j = 0; j < kAJ; ++j) {
+      const bool ok = k_in && (q.a_ok >> j & 1u);
+      cp_async_16(stage + q.off0 + j * 2048, ok ? a + q.a[j] + k0 : a, ok);
+    }
+#pragma unroll
+    for (int m = 0; m < kB; ++m) {
+      char* bs = stage + kABytes + m * kBBytes;
+#pragma unroll
+      for (int j = 0; j < kBJ; ++j) {
+        if constexpr (LAYOUT == 0) {
+          const bool ok = k_in && (q.b_ok >> j & 1u);
+          cp_async_16(bs + q.off0 + j * 2048, ok ? b[m] + q.b[j] + k0 : b[m], ok);
+        } else {
+          const bool ok = k0 + q.r0 + 16 * (j & 3) < p.K && (q.b_ok >> j & 1u);
+          cp_async_16(bs + q.off0 + j * 2048, ok ? b[m] + q.b[j] + (long long)k0 * p.ldb : b[m], ok);
+        }
+      }
+    }
+  }
+
+  static __device__ __forceinline__ void run(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L) {
+    const GroupedGemmParams& p = L.p;
+    extern __shared__ __align__(1024) char smem_raw[];
+    char* smem = reinterpret_cast<char*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
+    GemmTile tile;
+    if (!gemm_tile_owned(p, BM, BN, tile)) return;
+    const int row0 = tile.row0, col0 = tile.col0;
+    int* src = reinterpret_cast<int*>(smem + STAGES * kStageBytes);
+    unsigned long long* full = reinterpret_cast<unsigned long long*>(src + BM);  // BM * 4 is a multiple of 8
+    unsigned long long* empty = full + STAGES;
+    gemm_tile_sources(p, row0, BM, src);
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < STAGES; ++s) mbar_init(full + s, 128), mbar_init(empty + s, 256);
+      mbar_init_fence();
+    }
+    __syncthreads();
+
+    const int kt = (p.K + kGemmBK - 1) / kGemmBK;
+    const int wg = threadIdx.x / 128;
+    if (wg == 0) {  // producer
+      const T* b[2] = {nullptr, nullptr};
+#pragma unroll
+      for (int m = 0; m < kB; ++m) b[m] = gemm_expert_weights<T, TABLE>(L, m, tile.expert);
+      const Plan plan = make_plan(p, src, col0, threadIdx.x);
+      // Stage t is published at k-step t + 1, once this thread's copies of
+      // it landed (wait_group 1 leaves only stage t + 1's in flight).
+      for (int t = 0; t < kt; ++t) {
+        const int s = t % STAGES;
+        if (t >= STAGES) mbar_wait(empty + s, unsigned(t / STAGES - 1) & 1u);
+        load_stage(p, b, plan, smem + s * kStageBytes, t * kGemmBK);
+        cp_async_commit();
+        if (t > 0) {
+          cp_async_wait<1>();
+          fence_async_shared();
+          mbar_arrive(full + (t - 1) % STAGES);
+        }
+      }
+      if (kt > 0) {
+        cp_async_wait<0>();
+        fence_async_shared();
+        mbar_arrive(full + (kt - 1) % STAGES);
+      }
+      return;
+    }
+
+    const int cw = wg - 1;  // consumer 0 or 1: its 64-row half (BM = 128) or column half (BM = 64)
+    float acc[kB][kAcc];
+#pragma unroll
+    for (int m = 0; m < kB; ++m)
+#pragma unroll
+      for (int j = 0; j < kAcc; ++j) acc[m][j] = 0.f;
+    for (int t = 0; t < kt; ++t) {
+      const int s = t % STAGES;
+      mbar_wait(full + s, unsigned(t / STAGES) & 1u);  // acquire: the writers fenced before arriving
+      Base::compute_stage(smem + s * kStageBytes, cw, acc);
+      wgmma_wait<1>();  // the MMAs of k-step t - 1 retired: its slot may be refilled
+      if (t > 0) mbar_arrive(empty + (t - 1) % STAGES);
+    }
+    wgmma_wait<0>();
+    Base::store_tile(p, acc, cw, row0, col0);
+  }
+};
+
+template <typename T, typename OutT, int BM, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE>
+__global__ void __launch_bounds__(384, 1) grouped_gemm_sm90_ws_kernel(const GroupedGemmLaunch<TABLE ? TABLE : 1> L) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  GroupedGemmSm90Ws<T, OutT, BM, BN, STAGES, LAYOUT, DUAL, TABLE>::run(L);
+#endif
+}
+
+}  // namespace tc::moe
