@@ -5,19 +5,20 @@
 // (cp.async, A rows gathered through a_index), warpgroups 1 and 2 only
 // multiply. Stages hand over through mbarriers instead of a block-wide
 // barrier per k-step:
-//   full[s]  - 128 arrivals: each producer thread's cp.async of stage s landed
-//              and was fenced for the async proxy (the writer waits for its own
-//              copies one stage behind, fences, then arrives: the same order
-//              of events as the cp.async kernel's wait, fence, barrier);
-//   empty[s] - 256 arrivals: every consumer thread's wgmma that read slot s
-//              retired (after wgmma.wait_group 1 of the next k-step).
+//   full[s]  - 128 arrivals, made by the hardware (cp.async.mbarrier.arrive
+//              .noinc) once each producer thread's copies of stage s landed,
+//              so the producer never waits for its own loads and keeps up to
+//              STAGES stages in flight; a consumer fences for the async proxy
+//              after its wait, before wgmma reads the slot;
+//   empty[s] - 8 arrivals: each consumer warp's wgmma that read slot s
+//              retired (lane 0, after wgmma.wait_group 1 of the next k-step).
 // Use u of slot s (k-step t = s + u * STAGES) completes phase u of each
 // barrier, so waits use parity u & 1; neither side runs a whole ring ahead.
 // The producer fills up to STAGES slots ahead (the cp.async kernel keeps
 // STAGES - 2 in flight) and the consumers never wait for address arithmetic.
-// No deadlock for STAGES >= 3: the producer, holding stage t - 1 unpublished,
-// waits only for the release of k-step t - STAGES, which the consumers give
-// once stage t - STAGES + 1 (published at k-step t - STAGES + 2 <= t - 1) is in.
+// No deadlock: the producer waits only for the release of k-step t - STAGES,
+// which the consumers give once stage t - STAGES + 1 (issued earlier, and
+// published by the hardware when it lands) is in.
 #include "moe/grouped_gemm_sm90.cuh"
 
 namespace tc::moe {
@@ -33,6 +34,11 @@ __device__ __forceinline__ void mbar_init_fence() {
 }
 __device__ __forceinline__ void mbar_arrive(unsigned long long* bar) {
   asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(smem_addr(bar)) : "memory");
+}
+// Arrives on `bar` when all of this thread's earlier cp.async have landed;
+// the arrival is counted in the barrier's expected count (noinc).
+__device__ __forceinline__ void mbar_arrive_on_cp_async(unsigned long long* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
 __device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
   const unsigned a = smem_addr(bar);
@@ -134,7 +140,7 @@ struct GroupedGemmSm90Ws {
     unsigned long long* empty = full + STAGES;
     gemm_tile_sources(p, row0, BM, src);
     if (threadIdx.x == 0) {
-      for (int s = 0; s < STAGES; ++s) mbar_init(full + s, 128), mbar_init(empty + s, 256);
+      for (int s = 0; s < STAGES; ++s) mbar_init(full + s, 128), mbar_init(empty + s, 8);
       mbar_init_fence();
     }
     __syncthreads();
@@ -146,24 +152,13 @@ struct GroupedGemmSm90Ws {
 #pragma unroll
       for (int m = 0; m < kB; ++m) b[m] = gemm_expert_weights<T, TABLE>(L, m, tile.expert);
       const Plan plan = make_plan(p, src, col0, threadIdx.x);
-      // Stage t is published at k-step t + 1, once this thread's copies of
-      // it landed (wait_group 1 leaves only stage t + 1's in flight).
       for (int t = 0; t < kt; ++t) {
         const int s = t % STAGES;
         if (t >= STAGES) mbar_wait(empty + s, unsigned(t / STAGES - 1) & 1u);
         load_stage(p, b, plan, smem + s * kStageBytes, t * kGemmBK);
-        cp_async_commit();
-        if (t > 0) {
-          cp_async_wait<1>();
-          fence_async_shared();
-          mbar_arrive(full + (t - 1) % STAGES);
-        }
+        mbar_arrive_on_cp_async(full + s);
       }
-      if (kt > 0) {
-        cp_async_wait<0>();
-        fence_async_shared();
-        mbar_arrive(full + (kt - 1) % STAGES);
-      }
+      cp_async_wait_all();  // no thread leaves with copies in flight
       return;
     }
 
@@ -175,10 +170,11 @@ struct GroupedGemmSm90Ws {
       for (int j = 0; j < kAcc; ++j) acc[m][j] = 0.f;
     for (int t = 0; t < kt; ++t) {
       const int s = t % STAGES;
-      mbar_wait(full + s, unsigned(t / STAGES) & 1u);  // acquire: the writers fenced before arriving
+      mbar_wait(full + s, unsigned(t / STAGES) & 1u);
+      fence_async_shared();  // the generic-proxy cp.async writes, seen through the barrier, before wgmma reads
       Base::compute_stage(smem + s * kStageBytes, cw, acc);
       wgmma_wait<1>();  // the MMAs of k-step t - 1 retired: its slot may be refilled
-      if (t > 0) mbar_arrive(empty + (t - 1) % STAGES);
+      if (t > 0 && threadIdx.x % 32 == 0) mbar_arrive(empty + (t - 1) % STAGES);
     }
     wgmma_wait<0>();
     Base::store_tile(p, acc, cw, row0, col0);
