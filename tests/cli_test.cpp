@@ -41,6 +41,12 @@ TEST(Cli, UsageErrorsExit2NamingTheFlag) {
   EXPECT_NE(r.out.find("fastest"), std::string::npos) << r.out;
   r = run("compile --arch sm_9");
   EXPECT_EQ(r.rc, 2) << r.out;
+  // --config: KEY=INTEGER lists; trailing text after the integer is refused.
+  for (const char* bad : {"sm90=2x", "sm90=2,tma", "=3", "sm90=", "sm90=1,,tma=0"}) {
+    r = run(std::string("inspect --op moe_grouped_gemm --workload prefill-nk --variant Plain --dump ptx --config '") + bad + "'");
+    EXPECT_EQ(r.rc, 2) << bad << ": " << r.out;
+    EXPECT_NE(r.out.find("--config"), std::string::npos) << r.out;
+  }
 }
 
 TEST(Cli, MissingGpuExits3) {

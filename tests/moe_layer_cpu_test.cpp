@@ -159,6 +159,27 @@ TEST(MoeGroupedGemmCpu, WarpSpecialisedConfig) {
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "sm90", "warp-specialised");
   over.sm90 = 2;
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 8), ErrorKind::kInvalidArgument, "sm90", "sm_8x");
+  // Weights by TMA by default (stacked), by cp.async on request; TMA is
+  // refused for the other kernels and for pointer tables over 64 experts.
+  EXPECT_EQ(c.tma, 1);
+  EXPECT_NE(c.str().find("tma-weights"), std::string::npos) << c.str();
+  EXPECT_EQ(spec.template_args.back(), "true");
+  over.tma = 0;
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).tma, 0);
+  over.tma = 1;
+  over.sm90 = 1;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "tma", "sm90=1");
+  over.sm90 = 2;
+  over.tma = 2;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "tma", "2");
+  std::vector<HostTensor> many;
+  g.w.stacked.reset();
+  for (int e = 0; e < 65; ++e) many.emplace_back(DType::kBF16, Shape{512, 256});
+  for (auto& t : many) g.w.per_expert.push_back(t.view());
+  over.tma = -1;
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).tma, 0);
+  over.tma = 1;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "tma", "65 expert tensors");
 }
 
 TEST(FusedMoeCpu, KernelsForSm90a) {

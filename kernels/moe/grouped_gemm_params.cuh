@@ -33,4 +33,30 @@ struct GroupedGemmLaunch {
   WeightTable<N> table;
 };
 
+// A TMA tensor map (CUtensorMap), encoded on the host for one weight matrix
+// set: [E][N][K] (layout NK: dims K, N, E) or [E][K][N] (layout KN: dims N, K,
+// E), 128-byte swizzle; per-expert weights get one map each with E = 1.
+struct alignas(64) TmaDesc {
+  unsigned long long word[16];
+};
+
+// The warp-specialised kernel's parameter when it loads weights by TMA: the
+// maps live in the launch's parameter space (__grid_constant__), where the
+// TMA unit reads them, so no upload and nothing to invalidate. N = 1 for
+// stacked weights (the expert is a coordinate), else one map per expert.
+template <int N>
+struct GroupedGemmTmaLaunch {
+  GroupedGemmParams p;
+  TmaDesc map[2][N];
+};
+
+template <bool TMA, int N>
+struct GroupedGemmLaunchOf {
+  using type = GroupedGemmLaunch<N>;
+};
+template <int N>
+struct GroupedGemmLaunchOf<true, N> {
+  using type = GroupedGemmTmaLaunch<N>;
+};
+
 }  // namespace tc::moe

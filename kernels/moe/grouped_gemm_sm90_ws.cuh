@@ -12,6 +12,12 @@
 //              after its wait, before wgmma reads the slot;
 //   empty[s] - 8 arrivals: each consumer warp's wgmma that read slot s
 //              retired (lane 0, after wgmma.wait_group 1 of the next k-step).
+// With TMA (weights by tensor map, A still gathered by cp.async): thread 0
+// also arrives with expect_tx of the stage's weight bytes and issues the
+// tensor copies, which complete on the same full barrier (129 arrivals). The
+// tensor copies write the 128-byte swizzle themselves, into the layouts
+// above, zero-filling past N and K; the producer's 128 threads then copy A
+// only (8 chunks each per 128-row stage instead of 24).
 // Use u of slot s (k-step t = s + u * STAGES) completes phase u of each
 // barrier, so waits use parity u & 1; neither side runs a whole ring ahead.
 // The producer fills up to STAGES slots ahead (the cp.async kernel keeps
@@ -40,6 +46,19 @@ __device__ __forceinline__ void mbar_arrive(unsigned long long* bar) {
 __device__ __forceinline__ void mbar_arrive_on_cp_async(unsigned long long* bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
+__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned long long* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+// Tensor copy of one box at coordinates (c0, c1, c2) into shared memory,
+// completing `bytes` of the barrier's transaction count.
+__device__ __forceinline__ void tma_load_3d(void* dst, const TmaDesc* map, int c0, int c1, int c2,
+                                            unsigned long long* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::
+          "r"(smem_addr(dst)), "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2),
+      "r"(smem_addr(bar))
+      : "memory");
+}
 __device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
   const unsigned a = smem_addr(bar);
   unsigned done = 0;
@@ -52,9 +71,10 @@ __device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned pari
   } while (!done);
 }
 
-template <typename T, typename OutT, int BM, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE>
+template <typename T, typename OutT, int BM, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE, bool TMA>
 struct GroupedGemmSm90Ws {
   using Base = GroupedGemmSm90<T, OutT, BM, BN, STAGES, LAYOUT, DUAL, TABLE>;
+  using Launch = typename GroupedGemmLaunchOf<TMA, TABLE ? TABLE : 1>::type;
   static constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups
   static constexpr int kB = Base::kB, kAcc = Base::kAcc, kABytes = Base::kABytes, kBBytes = Base::kBBytes;
   static constexpr int kStageBytes = Base::kStageBytes;
@@ -112,6 +132,7 @@ struct GroupedGemmSm90Ws {
       const bool ok = k_in && (q.a_ok >> j & 1u);
       cp_async_16(stage + q.off0 + j * 2048, ok ? a + q.a[j] + k0 : a, ok);
     }
+    if constexpr (TMA) return;  // the weights come by tensor copy
 #pragma unroll
     for (int m = 0; m < kB; ++m) {
       char* bs = stage + kABytes + m * kBBytes;
@@ -128,7 +149,25 @@ struct GroupedGemmSm90Ws {
     }
   }
 
-  static __device__ __forceinline__ void run(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L) {
+  // Thread 0: the stage's weight boxes by TMA, counted on the full barrier.
+  static __device__ __forceinline__ void tma_stage(const Launch& L, int expert, char* stage, int col0, int k0,
+                                                   unsigned long long* bar) {
+    mbar_arrive_expect_tx(bar, kB * kBBytes);
+    const int map = TABLE ? expert : 0, e = TABLE ? 0 : expert;
+#pragma unroll
+    for (int m = 0; m < kB; ++m) {
+      char* bs = stage + kABytes + m * kBBytes;
+      if constexpr (LAYOUT == 0) {
+        tma_load_3d(bs, &L.map[m][map], k0, col0, e, bar);  // box [BN n][64 k]
+      } else {
+#pragma unroll
+        for (int blk = 0; blk < BN / 64; ++blk)  // boxes [64 k][64 n], 8 KB apart
+          tma_load_3d(bs + blk * 8192, &L.map[m][map], col0 + blk * 64, k0, e, bar);
+      }
+    }
+  }
+
+  static __device__ __forceinline__ void run(const Launch& L) {
     const GroupedGemmParams& p = L.p;
     extern __shared__ __align__(1024) char smem_raw[];
     char* smem = reinterpret_cast<char*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
@@ -140,7 +179,7 @@ struct GroupedGemmSm90Ws {
     unsigned long long* empty = full + STAGES;
     gemm_tile_sources(p, row0, BM, src);
     if (threadIdx.x == 0) {
-      for (int s = 0; s < STAGES; ++s) mbar_init(full + s, 128), mbar_init(empty + s, 8);
+      for (int s = 0; s < STAGES; ++s) mbar_init(full + s, TMA ? 129 : 128), mbar_init(empty + s, 8);
       mbar_init_fence();
     }
     __syncthreads();
@@ -149,12 +188,17 @@ struct GroupedGemmSm90Ws {
     const int wg = threadIdx.x / 128;
     if (wg == 0) {  // producer
       const T* b[2] = {nullptr, nullptr};
+      if constexpr (!TMA) {
 #pragma unroll
-      for (int m = 0; m < kB; ++m) b[m] = gemm_expert_weights<T, TABLE>(L, m, tile.expert);
+        for (int m = 0; m < kB; ++m) b[m] = gemm_expert_weights<T, TABLE>(L, m, tile.expert);
+      }
       const Plan plan = make_plan(p, src, col0, threadIdx.x);
       for (int t = 0; t < kt; ++t) {
         const int s = t % STAGES;
         if (t >= STAGES) mbar_wait(empty + s, unsigned(t / STAGES - 1) & 1u);
+        if constexpr (TMA) {
+          if (threadIdx.x == 0) tma_stage(L, tile.expert, smem + s * kStageBytes, col0, t * kGemmBK, full + s);
+        }
         load_stage(p, b, plan, smem + s * kStageBytes, t * kGemmBK);
         mbar_arrive_on_cp_async(full + s);
       }
@@ -181,10 +225,11 @@ struct GroupedGemmSm90Ws {
   }
 };
 
-template <typename T, typename OutT, int BM, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE>
-__global__ void __launch_bounds__(384, 1) grouped_gemm_sm90_ws_kernel(const GroupedGemmLaunch<TABLE ? TABLE : 1> L) {
+template <typename T, typename OutT, int BM, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE, bool TMA>
+__global__ void __launch_bounds__(384, 1)
+    grouped_gemm_sm90_ws_kernel(const __grid_constant__ typename GroupedGemmLaunchOf<TMA, TABLE ? TABLE : 1>::type L) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  GroupedGemmSm90Ws<T, OutT, BM, BN, STAGES, LAYOUT, DUAL, TABLE>::run(L);
+  GroupedGemmSm90Ws<T, OutT, BM, BN, STAGES, LAYOUT, DUAL, TABLE, TMA>::run(L);
 #endif
 }
 

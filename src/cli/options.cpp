@@ -1,5 +1,7 @@
 #include "options.h"
 
+#include <algorithm>
+
 #include "tilecraft/error.h"
 
 namespace tilecraft::cli {
@@ -19,14 +21,26 @@ harness::RunOptions Options::run_options(bool checked) const {
   harness::RunOptions r;
   r.checked = checked && !unchecked;
   r.compile = jit::CompileOptions::parse(compile_options);
-  for (auto& kv : config) {
-    auto eq = kv.find('=');
-    if (eq == std::string::npos)
-      throw_arg_error(ErrorKind::kInvalidArgument, "tilecraft", "--config", "KEY=INTEGER", "'" + kv + "'");
-    try {
-      r.config[kv.substr(0, eq)] = std::stoi(kv.substr(eq + 1));
-    } catch (const std::exception&) {
-      throw_arg_error(ErrorKind::kInvalidArgument, "tilecraft", "--config", "KEY=INTEGER", "'" + kv + "'");
+  // Each --config value is KEY=INTEGER or a comma-separated list of them;
+  // anything after the integer is an error (stoi alone would accept "2,x=1").
+  for (auto& list : config) {
+    size_t start = 0;
+    while (start <= list.size()) {
+      const size_t end = std::min(list.find(',', start), list.size());
+      const std::string kv = list.substr(start, end - start);
+      const auto eq = kv.find('=');
+      size_t used = 0;
+      int value = 0;
+      try {
+        if (eq != std::string::npos && eq > 0) value = std::stoi(kv.substr(eq + 1), &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (eq == std::string::npos || eq == 0 || used == 0 || used != kv.size() - eq - 1)
+        throw_arg_error(ErrorKind::kInvalidArgument, "tilecraft", "--config", "KEY=INTEGER[,KEY=INTEGER...]",
+                        "'" + list + "'");
+      r.config[kv.substr(0, eq)] = value;
+      start = end + 1;
     }
   }
   return r;

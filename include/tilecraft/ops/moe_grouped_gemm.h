@@ -47,11 +47,15 @@ struct MoeGroupedGemmArgs {
 };
 
 // Tile configuration. 0 = choose. sm90: 1 = the Hopper wgmma kernel (128-row
-// tiles, 16-byte aligned rows, compute capability 9.0), 0 = the mma.sync
-// kernel, -1 = choose (wgmma wherever it applies).
+// tiles, 16-byte aligned rows, compute capability 9.0), 2 = its
+// warp-specialised form (a producer warpgroup feeds two consumer warpgroups),
+// 0 = the mma.sync kernel, -1 = choose. tma (warp-specialised kernel only):
+// 1 = weights by TMA tensor copies, 0 = by cp.async, -1 = TMA where it applies
+// (stacked weights, or at most 64 experts given per pointer).
 struct MoeGroupedGemmConfig {
   int block_m = 0, block_n = 0, stages = 0, warps_m = 0, warps_n = 0;
   int sm90 = -1;
+  int tma = -1;
   // CTA order (a launch parameter, not compiled in): 0 = row tile x column
   // tile grid; G > 0 = groups of G row tiles, row tile fastest (L2 reuse).
   int group_m = -1;
@@ -59,7 +63,7 @@ struct MoeGroupedGemmConfig {
 };
 
 // Sets the override named `key` (block_m, block_n, stages, warps_m, warps_n,
-// sm90, group_m); an unknown key is an error naming `op` and `arg`.
+// sm90, tma, group_m); an unknown key is an error naming `op` and `arg`.
 void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, const char* op, const char* arg);
 
 struct MoeGroupedGemmOptions {

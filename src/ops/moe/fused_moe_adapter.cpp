@@ -572,17 +572,12 @@ class FusedMoeAdapter final : public OpAdapter {
   static ops::FusedMoeOptions layer_options(const RunOptions& o) {
     ops::FusedMoeOptions m;
     m.compile = o.compile;
+    // KEY applies to both grouped GEMMs, gate_up_KEY / down_KEY to one.
+    const char* arg = "--config (KEY, gate_up_KEY or down_KEY)";
     for (auto& [k, v] : o.config) {
-      if (k == "block_m") m.gate_up.block_m = m.down.block_m = v;
-      else if (k == "gate_up_block_n") m.gate_up.block_n = v;
-      else if (k == "gate_up_stages") m.gate_up.stages = v;
-      else if (k == "down_block_n") m.down.block_n = v;
-      else if (k == "down_stages") m.down.stages = v;
-      else if (k == "sm90") m.gate_up.sm90 = m.down.sm90 = v;
-      else if (k == "group_m") m.gate_up.group_m = m.down.group_m = v;
-      else
-        throw_arg_error(ErrorKind::kInvalidArgument, kOp, "--config",
-                        "keys block_m, gate_up_block_n, gate_up_stages, down_block_n, down_stages, sm90, group_m", "'" + k + "'");
+      if (k.rfind("gate_up_", 0) == 0) ops::set_config_key(m.gate_up, k.substr(8), v, kOp, arg);
+      else if (k.rfind("down_", 0) == 0) ops::set_config_key(m.down, k.substr(5), v, kOp, arg);
+      else ops::set_config_key(m.gate_up, k, v, kOp, arg), ops::set_config_key(m.down, k, v, kOp, arg);
     }
     return m;
   }

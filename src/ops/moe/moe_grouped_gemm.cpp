@@ -44,6 +44,11 @@ bool vector_ok(const MoeGroupedGemmArgs& a) {
   return weights_ok(a.w) && (!a.w_up || weights_ok(*a.w_up));
 }
 
+// TMA weights: the maps travel in the launch parameters (one per expert
+// matrix when given per pointer: 64 experts x 2 matrices x 128 bytes = 16 KB);
+// strides are multiples of 16 bytes whenever vector_ok holds.
+bool tma_ok(const MoeGroupedGemmArgs& a) { return vector_ok(a) && table_size(a) <= kSmallTable; }
+
 int smem_bytes(const MoeGroupedGemmConfig& c, bool dual) {
   const int ring = c.stages * (c.block_m * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2) + c.block_m * 4;
   // sm90: slack to align the ring to 1024 bytes (swizzle atoms); the
@@ -101,7 +106,8 @@ std::string MoeGroupedGemmConfig::str() const {
   // group_m is a launch parameter: not part of the compiled kernel's name.
   if (sm90 == 1) return fmt::format("wgmma bm={} bn={} bk={} stages={} warpgroups=2", block_m, block_n, kBK, stages);
   if (sm90 == 2)
-    return fmt::format("wgmma-ws bm={} bn={} bk={} stages={} warpgroups=1+2", block_m, block_n, kBK, stages);
+    return fmt::format("wgmma-ws bm={} bn={} bk={} stages={} warpgroups=1+2{}", block_m, block_n, kBK, stages,
+                       tma == 1 ? " tma-weights" : "");
   return fmt::format("mma bm={} bn={} bk={} stages={} warps={}x{}", block_m, block_n, kBK, stages, warps_m, warps_n);
 }
 
@@ -112,10 +118,11 @@ void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, 
   else if (key == "warps_m") c.warps_m = value;
   else if (key == "warps_n") c.warps_n = value;
   else if (key == "sm90") c.sm90 = value;
+  else if (key == "tma") c.tma = value;
   else if (key == "group_m") c.group_m = value;
   else
-    throw_arg_error(ErrorKind::kInvalidArgument, op, arg, "keys block_m, block_n, stages, warps_m, warps_n, sm90, group_m",
-                    "'" + key + "'");
+    throw_arg_error(ErrorKind::kInvalidArgument, op, arg,
+                    "keys block_m, block_n, stages, warps_m, warps_n, sm90, tma, group_m", "'" + key + "'");
 }
 
 int moe_grouped_gemm_block_m(double rows_per_expert) {
@@ -214,6 +221,12 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                "the wgmma kernel only for 64- or 128-row tiles, 16-byte aligned rows and compute capability 9.0",
                fmt::format("block_m {}, {} rows, sm_{}x", c.block_m, vector_ok(a) ? "aligned" : "unaligned", cc_major));
   c.sm90 = over.sm90 >= 0 ? over.sm90 : sm90_ok && c.block_m == 128;
+  TC_CHECK_ARG(over.tma >= -1 && over.tma <= 1, kOp, "tma", "0 (cp.async weights), 1 (TMA) or -1 (choose)",
+               std::to_string(over.tma));
+  TC_CHECK_ARG(over.tma != 1 || (c.sm90 == 2 && tma_ok(a)), kOp, "tma",
+               "TMA weights only in the warp-specialised kernel (sm90=2), with stacked weights or at most 64 "
+               "per-expert tensors",
+               fmt::format("sm90={}, {} expert tensors", c.sm90, a.w.stacked ? 0 : a.w.per_expert.size()));
   if (c.sm90) {
     // Gated: 128 gate + 128 up columns; plain: 256 when N fills it. Ring of
     // four to six stages in ~200 KB: one CTA of two warpgroups per SM.
@@ -228,6 +241,7 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                  "N * K < 2^31 for the warp-specialised kernel", fmt::format("N = {}, K = {}", N, a.a.shape[1]));
     TC_CHECK_ARG(c.block_n >= min_n, kOp, "block_n", fmt::format("at least {} for {}-row wgmma tiles", min_n, c.block_m),
                  std::to_string(c.block_n));
+    c.tma = c.sm90 == 2 && over.tma != 0 && tma_ok(a) ? 1 : 0;
     const int stage = c.block_m * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2;
     c.stages = over.stages ? over.stages : std::min(6, 200 * 1024 / stage);
     TC_CHECK_ARG(c.block_n == 64 || c.block_n == 128 || c.block_n == 256, kOp, "block_n",
@@ -278,8 +292,11 @@ jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const 
   if (c.sm90)
     return {c.sm90 == 2 ? "moe/grouped_gemm_sm90_ws.cuh" : "moe/grouped_gemm_sm90.cuh",
             c.sm90 == 2 ? "tc::moe::grouped_gemm_sm90_ws_kernel" : "tc::moe::grouped_gemm_sm90_kernel",
-            {in, out, std::to_string(c.block_m), std::to_string(c.block_n), std::to_string(c.stages), lay, gated,
-             std::to_string(table)},
+            c.sm90 == 2 ? std::vector<std::string>{in, out, std::to_string(c.block_m), std::to_string(c.block_n),
+                                                   std::to_string(c.stages), lay, gated, std::to_string(table),
+                                                   c.tma ? "true" : "false"}
+                        : std::vector<std::string>{in, out, std::to_string(c.block_m), std::to_string(c.block_n),
+                                                   std::to_string(c.stages), lay, gated, std::to_string(table)},
             cfg};
   return {"moe/grouped_gemm.cuh",
           "tc::moe::grouped_gemm_kernel",
@@ -287,6 +304,54 @@ jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const 
            std::to_string(c.warps_n), std::to_string(c.stages), lay, gated, vec ? "true" : "false",
            std::to_string(table)},
           cfg};
+}
+
+// One tensor map over `experts` matrices at `base`, `expert_bytes` apart:
+// dims (K, N, E) for layout NK with [block_n n][64 k] boxes, (N, K, E) for
+// layout KN with [64 k][64 n] boxes; 128-byte swizzle, zeros past the edges.
+void encode_weight_map(tc::moe::TmaDesc& d, const void* base, DType dtype, WeightLayout layout, int64_t N, int64_t K,
+                       int64_t experts, int64_t expert_bytes, int block_n) {
+  static_assert(sizeof(tc::moe::TmaDesc) == sizeof(CUtensorMap), "TmaDesc mirrors CUtensorMap");
+  const bool nk = layout == WeightLayout::kNK;
+  const cuuint64_t dims[3] = {cuuint64_t(nk ? K : N), cuuint64_t(nk ? N : K), cuuint64_t(experts)};
+  const cuuint64_t strides[2] = {cuuint64_t((nk ? K : N) * 2), cuuint64_t(expert_bytes)};
+  const cuuint32_t box[3] = {64, cuuint32_t(nk ? block_n : 64), 1}, elem[3] = {1, 1, 1};
+  CUtensorMap m;
+  TC_DRV(cuTensorMapEncodeTiled, &m,
+         dtype == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
+         const_cast<void*>(base), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  std::memcpy(&d, &m, sizeof(m));
+}
+
+// Fills the TMA launch parameter (maps for the gate and, when gated, the up
+// weights) and hands it to `launch`.
+template <typename Launch>
+void launch_tma(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c, const tc::moe::GroupedGemmParams& p,
+                int table, const Launch& launch) {
+  const int64_t N = a.out.shape[1], K = a.a.shape[1], matrix_bytes = N * K * 2;
+  auto fill = [&](auto& L) {
+    L.p = p;
+    const ExpertWeights* w[2] = {&a.w, a.w_up ? &*a.w_up : nullptr};
+    for (int m = 0; m < 2 && w[m]; ++m) {
+      if (w[m]->stacked)
+        encode_weight_map(L.map[m][0], w[m]->stacked->data, a.a.dtype, a.w.layout, N, K, w[m]->num_experts(),
+                          matrix_bytes, c.block_n);
+      else
+        for (size_t e = 0; e < w[m]->per_expert.size(); ++e)
+          encode_weight_map(L.map[m][e], w[m]->per_expert[e].data, a.a.dtype, a.w.layout, N, K, 1, matrix_bytes,
+                            c.block_n);
+    }
+    launch(&L);
+  };
+  if (table == 0) {
+    tc::moe::GroupedGemmTmaLaunch<1> L{};
+    fill(L);
+  } else {
+    static thread_local tc::moe::GroupedGemmTmaLaunch<kSmallTable> L;  // 16 KB: off the stack
+    std::memset(&L, 0, sizeof(L));
+    fill(L);
+  }
 }
 
 void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGroupedGemmOptions& o) {
@@ -299,7 +364,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   const uint64_t code = uint64_t(c.block_m) | uint64_t(c.block_n) << 8 | uint64_t(c.stages) << 17 |
                         uint64_t(c.warps_m) << 21 | uint64_t(c.warps_n) << 26 | uint64_t(a.a.dtype) << 31 |
                         uint64_t(a.out.dtype) << 35 | uint64_t(a.w.layout) << 39 | uint64_t(dual) << 40 |
-                        uint64_t(vec) << 41 | uint64_t(table) << 42 | uint64_t(c.sm90) << 53;
+                        uint64_t(vec) << 41 | uint64_t(table) << 42 | uint64_t(c.sm90) << 53 | uint64_t(c.tma) << 55;
   const int smem = smem_bytes(c, dual);
   static jit::OpKernelCache kernels;
   const jit::Launchable& k = kernels.get(
@@ -328,6 +393,10 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
                a.out.describe());
   if (c.group_m > 0) grid_x *= grid_y, grid_y = 1;
   const unsigned threads = unsigned(32 * c.warps_m * c.warps_n);
+  if (c.tma) {
+    launch_tma(a, c, p, table, [&](void* L) { jit::launch(k, grid_x, grid_y, threads, unsigned(smem), stream, L); });
+    return;
+  }
   if (table == 0) {
     p.b[0] = a.w.stacked->data;
     p.b[1] = a.w_up ? a.w_up->stacked->data : nullptr;
