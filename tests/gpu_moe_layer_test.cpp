@@ -51,7 +51,7 @@ TEST(GpuMoeGroupedGemm, WarpSpecialisedKernel) {
   TC_REQUIRE_GPU();
   for (int tma : {0, 1})
     for (const char* w : {"prefill-bm128", "prefill-bm128-kn", "prefill-kn-tails", "kn-stacked", "prefill-nk",
-                          "race-layout-small", "k-tail"})
+                          "race-layout-small", "nk-tails-bm128"})
       EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w, {{"sm90", 2}, {"tma", tma}}),
                 3)
           << w << " tma=" << tma;
