@@ -166,6 +166,14 @@ TEST(MoeGroupedGemmCpu, WarpSpecialisedConfig) {
   EXPECT_EQ(spec.template_args.back(), "true");
   over.tma = 0;
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).tma, 0);
+  over.tma = -1;
+  over.sm90 = 0;  // the other kernels never take the TMA launch
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).tma, 0);
+  over.sm90 = 1;
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).tma, 0);
+  over.sm90 = -1;
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).tma, 1);
+  over.sm90 = 2;
   over.tma = 1;
   over.sm90 = 1;
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "tma", "sm90=1");

@@ -201,6 +201,7 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   const bool dual = a.w_up.has_value();
   const int64_t M = a.out.shape[0], N = a.out.shape[1];
   MoeGroupedGemmConfig c;
+  c.tma = 0;  // resolved below for the warp-specialised kernel only
   const int64_t sched_bm = block_m_of(a);
   c.block_m = sched_bm ? int(sched_bm) : (over.block_m ? over.block_m : moe_grouped_gemm_block_m(double(M)));
   if (sched_bm && over.block_m)
@@ -367,7 +368,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   const uint64_t code = uint64_t(c.block_m) | uint64_t(c.block_n) << 8 | uint64_t(c.stages) << 17 |
                         uint64_t(c.warps_m) << 21 | uint64_t(c.warps_n) << 26 | uint64_t(a.a.dtype) << 31 |
                         uint64_t(a.out.dtype) << 35 | uint64_t(a.w.layout) << 39 | uint64_t(dual) << 40 |
-                        uint64_t(vec) << 41 | uint64_t(table) << 42 | uint64_t(c.sm90) << 53 | uint64_t(c.tma) << 55;
+                        uint64_t(vec) << 41 | uint64_t(table) << 42 | uint64_t(c.sm90) << 53 | uint64_t(c.tma == 1) << 55;
   const int smem = smem_bytes(c, dual);
   static jit::OpKernelCache kernels;
   const jit::Launchable& k = kernels.get(
@@ -396,7 +397,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
                a.out.describe());
   if (c.group_m > 0) grid_x *= grid_y, grid_y = 1;
   const unsigned threads = unsigned(32 * c.warps_m * c.warps_n);
-  if (c.tma) {
+  if (c.tma == 1) {
     launch_tma(a, c, p, table, [&](void* L) { jit::launch(k, grid_x, grid_y, threads, unsigned(smem), stream, L); });
     return;
   }
