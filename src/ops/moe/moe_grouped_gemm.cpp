@@ -2,6 +2,9 @@
 
 #include <climits>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "moe/grouped_gemm_params.cuh"
 #include "ops/check.h"
@@ -48,6 +51,16 @@ bool vector_ok(const MoeGroupedGemmArgs& a) {
 // matrix when given per pointer: 64 experts x 2 matrices x 128 bytes = 16 KB);
 // strides are multiples of 16 bytes whenever vector_ok holds.
 bool tma_ok(const MoeGroupedGemmArgs& a) { return vector_ok(a) && table_size(a) <= kSmallTable; }
+
+// Entries of the launch's table: pointers (table_size), or for TMA weights
+// maps sized to the experts (8, 16, 32 or 64: 128 bytes per map and matrix,
+// so the race's 8 experts launch with 2 KB of maps, not 16 KB).
+int launch_table(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c) {
+  if (c.tma != 1 || a.w.stacked) return table_size(a);
+  int n = 8;
+  while (n < a.w.num_experts()) n *= 2;
+  return n;
+}
 
 int smem_bytes(const MoeGroupedGemmConfig& c, bool dual) {
   const int ring = c.stages * (c.block_m * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2) + c.block_m * 4;
@@ -286,7 +299,7 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
 
 jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c) {
   const bool dual = a.w_up.has_value(), vec = vector_ok(a);
-  const int table = table_size(a);
+  const int table = launch_table(a, c);
   const WeightLayout layout = a.w.layout;
   const std::string cfg = fmt::format("{}->{} {} {}{}{}{}", dtype_name(a.a.dtype), dtype_name(a.out.dtype), c.str(),
                                       weight_layout_name(layout), dual ? " silu*up" : "", vec ? "" : " scalar-loads",
@@ -316,6 +329,20 @@ jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const 
 void encode_weight_map(tc::moe::TmaDesc& d, const void* base, DType dtype, WeightLayout layout, int64_t N, int64_t K,
                        int64_t experts, int64_t expert_bytes, int block_n) {
   static_assert(sizeof(tc::moe::TmaDesc) == sizeof(CUtensorMap), "TmaDesc mirrors CUtensorMap");
+  // A map is a pure function of these values, so encoded maps are reused
+  // (weights are the same tensors call after call; per-expert weights need
+  // one map per expert and matrix per launch).
+  using Key = std::tuple<const void*, int, int, int64_t, int64_t, int64_t, int64_t, int>;
+  static std::mutex mu;
+  static std::map<Key, tc::moe::TmaDesc> cache;
+  const Key key{base, int(dtype), int(layout), N, K, experts, expert_bytes, block_n};
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache.find(key); it != cache.end()) {
+      d = it->second;
+      return;
+    }
+  }
   const bool nk = layout == WeightLayout::kNK;
   const cuuint64_t dims[3] = {cuuint64_t(nk ? K : N), cuuint64_t(nk ? N : K), cuuint64_t(experts)};
   const cuuint64_t strides[2] = {cuuint64_t((nk ? K : N) * 2), cuuint64_t(expert_bytes)};
@@ -326,6 +353,9 @@ void encode_weight_map(tc::moe::TmaDesc& d, const void* base, DType dtype, Weigh
          const_cast<void*>(base), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   std::memcpy(&d, &m, sizeof(m));
+  std::lock_guard<std::mutex> lock(mu);
+  if (cache.size() >= 4096) cache.clear();  // bounded: a fresh set of weights per call cannot grow it forever
+  cache.emplace(key, d);
 }
 
 // Fills the TMA launch parameter (maps for the gate and, when gated, the up
@@ -348,13 +378,31 @@ void launch_tma(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c, cons
     }
     launch(&L);
   };
-  if (table == 0) {
-    tc::moe::GroupedGemmTmaLaunch<1> L{};
-    fill(L);
-  } else {
-    static thread_local tc::moe::GroupedGemmTmaLaunch<kSmallTable> L;  // 16 KB: off the stack
+  auto fill_table = [&](auto& L) {
     std::memset(&L, 0, sizeof(L));
     fill(L);
+  };
+  switch (table) {
+    case 0: {
+      tc::moe::GroupedGemmTmaLaunch<1> L;
+      return fill_table(L);
+    }
+    case 8: {
+      tc::moe::GroupedGemmTmaLaunch<8> L;
+      return fill_table(L);
+    }
+    case 16: {
+      static thread_local tc::moe::GroupedGemmTmaLaunch<16> L;  // 4 KB and up: off the stack
+      return fill_table(L);
+    }
+    case 32: {
+      static thread_local tc::moe::GroupedGemmTmaLaunch<32> L;
+      return fill_table(L);
+    }
+    default: {
+      static thread_local tc::moe::GroupedGemmTmaLaunch<kSmallTable> L;
+      return fill_table(L);
+    }
   }
 }
 
@@ -364,7 +412,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   if (M == 0) return;
   const MoeGroupedGemmConfig c = moe_grouped_gemm_config(a, o.config, rt::device_info(a.a.device.index).cc_major);
   const bool dual = a.w_up.has_value(), vec = vector_ok(a);
-  const int table = table_size(a);
+  const int table = launch_table(a, c);
   const uint64_t code = uint64_t(c.block_m) | uint64_t(c.block_n) << 8 | uint64_t(c.stages) << 17 |
                         uint64_t(c.warps_m) << 21 | uint64_t(c.warps_n) << 26 | uint64_t(a.a.dtype) << 31 |
                         uint64_t(a.out.dtype) << 35 | uint64_t(a.w.layout) << 39 | uint64_t(dual) << 40 |
