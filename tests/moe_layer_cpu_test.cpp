@@ -163,7 +163,8 @@ TEST(MoeGroupedGemmCpu, WarpSpecialisedConfig) {
   // refused for the other kernels and for pointer tables over 64 experts.
   EXPECT_EQ(c.tma, 1);
   EXPECT_NE(c.str().find("tma-weights"), std::string::npos) << c.str();
-  EXPECT_EQ(spec.template_args.back(), "true");
+  EXPECT_EQ(spec.template_args.back(), "false");  // A gathered through a_index: cp.async
+  EXPECT_EQ(spec.template_args[spec.template_args.size() - 2], "true");
   over.tma = 0;
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).tma, 0);
   over.tma = -1;
@@ -178,8 +179,17 @@ TEST(MoeGroupedGemmCpu, WarpSpecialisedConfig) {
   over.sm90 = 1;
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "tma", "sm90=1");
   over.sm90 = 2;
-  over.tma = 2;
-  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "tma", "2");
+  over.tma = 3;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "tma", "3");
+  over.tma = 2;  // A by TMA needs A rows in layout order
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "tma", "a_index");
+  g.a_index.reset();
+  over.tma = -1;
+  const auto ca = ops::moe_grouped_gemm_config(g, over, 9);
+  EXPECT_EQ(ca.tma, 2);
+  EXPECT_NE(ca.str().find("tma-a+weights"), std::string::npos) << ca.str();
+  EXPECT_EQ(ops::moe_grouped_gemm_kernel_spec(g, ca).template_args.back(), "true");
+  g.a_index = idx.view();
   std::vector<HostTensor> many;
   g.w.stacked.reset();
   for (int e = 0; e < 65; ++e) many.emplace_back(DType::kBF16, Shape{512, 256});

@@ -44,9 +44,12 @@ struct alignas(64) TmaDesc {
 // maps live in the launch's parameter space (__grid_constant__), where the
 // TMA unit reads them, so no upload and nothing to invalidate. N = 1 for
 // stacked weights (the expert is a coordinate), else one map per expert.
+// a_map: A itself ([a_rows][K], dims K, a_rows, 1), used when A rows are read
+// in layout order (no a_index: the layer's down projection).
 template <int N>
 struct GroupedGemmTmaLaunch {
   GroupedGemmParams p;
+  TmaDesc a_map;
   TmaDesc map[2][N];
 };
 

@@ -17,7 +17,9 @@
 // tensor copies, which complete on the same full barrier (129 arrivals). The
 // tensor copies write the 128-byte swizzle themselves, into the layouts
 // above, zero-filling past N and K; the producer's 128 threads then copy A
-// only (8 chunks each per 128-row stage instead of 24).
+// only (8 chunks each per 128-row stage instead of 24). With TMA_A (A rows
+// in layout order, no a_index) A comes by tensor copy too: thread 0 alone
+// feeds the ring and the full barrier counts its one arrival.
 // Use u of slot s (k-step t = s + u * STAGES) completes phase u of each
 // barrier, so waits use parity u & 1; neither side runs a whole ring ahead.
 // The producer fills up to STAGES slots ahead (the cp.async kernel keeps
@@ -71,8 +73,10 @@ __device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned pari
   } while (!done);
 }
 
-template <typename T, typename OutT, int BM, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE, bool TMA>
+template <typename T, typename OutT, int BM, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE, bool TMA,
+          bool TMA_A>
 struct GroupedGemmSm90Ws {
+  static_assert(TMA || !TMA_A, "A by TMA only with the weights by TMA");
   using Base = GroupedGemmSm90<T, OutT, BM, BN, STAGES, LAYOUT, DUAL, TABLE>;
   using Launch = typename GroupedGemmLaunchOf<TMA, TABLE ? TABLE : 1>::type;
   static constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups
@@ -149,10 +153,12 @@ struct GroupedGemmSm90Ws {
     }
   }
 
-  // Thread 0: the stage's weight boxes by TMA, counted on the full barrier.
-  static __device__ __forceinline__ void tma_stage(const Launch& L, int expert, char* stage, int col0, int k0,
-                                                   unsigned long long* bar) {
-    mbar_arrive_expect_tx(bar, kB * kBBytes);
+  // Thread 0: the stage's weight boxes (and with TMA_A its A box, rows
+  // row0.., zeros past a_rows) by TMA, counted on the full barrier.
+  static __device__ __forceinline__ void tma_stage(const Launch& L, int expert, char* stage, int row0, int col0,
+                                                   int k0, unsigned long long* bar) {
+    mbar_arrive_expect_tx(bar, (TMA_A ? kABytes : 0) + kB * kBBytes);
+    if constexpr (TMA_A) tma_load_3d(stage, &L.a_map, k0, row0, 0, bar);  // box [BM rows][64 k]
     const int map = TABLE ? expert : 0, e = TABLE ? 0 : expert;
 #pragma unroll
     for (int m = 0; m < kB; ++m) {
@@ -179,7 +185,7 @@ struct GroupedGemmSm90Ws {
     unsigned long long* empty = full + STAGES;
     gemm_tile_sources(p, row0, BM, src);
     if (threadIdx.x == 0) {
-      for (int s = 0; s < STAGES; ++s) mbar_init(full + s, TMA ? 129 : 128), mbar_init(empty + s, 8);
+      for (int s = 0; s < STAGES; ++s) mbar_init(full + s, TMA_A ? 1 : TMA ? 129 : 128), mbar_init(empty + s, 8);
       mbar_init_fence();
     }
     __syncthreads();
@@ -187,6 +193,15 @@ struct GroupedGemmSm90Ws {
     const int kt = (p.K + kGemmBK - 1) / kGemmBK;
     const int wg = threadIdx.x / 128;
     if (wg == 0) {  // producer
+      if constexpr (TMA_A) {  // one thread issues every copy
+        if (threadIdx.x == 0)
+          for (int t = 0; t < kt; ++t) {
+            const int s = t % STAGES;
+            if (t >= STAGES) mbar_wait(empty + s, unsigned(t / STAGES - 1) & 1u);
+            tma_stage(L, tile.expert, smem + s * kStageBytes, row0, col0, t * kGemmBK, full + s);
+          }
+        return;
+      }
       const T* b[2] = {nullptr, nullptr};
       if constexpr (!TMA) {
 #pragma unroll
@@ -197,7 +212,7 @@ struct GroupedGemmSm90Ws {
         const int s = t % STAGES;
         if (t >= STAGES) mbar_wait(empty + s, unsigned(t / STAGES - 1) & 1u);
         if constexpr (TMA) {
-          if (threadIdx.x == 0) tma_stage(L, tile.expert, smem + s * kStageBytes, col0, t * kGemmBK, full + s);
+          if (threadIdx.x == 0) tma_stage(L, tile.expert, smem + s * kStageBytes, row0, col0, t * kGemmBK, full + s);
         }
         load_stage(p, b, plan, smem + s * kStageBytes, t * kGemmBK);
         mbar_arrive_on_cp_async(full + s);
@@ -225,11 +240,12 @@ struct GroupedGemmSm90Ws {
   }
 };
 
-template <typename T, typename OutT, int BM, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE, bool TMA>
+template <typename T, typename OutT, int BM, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE, bool TMA,
+          bool TMA_A>
 __global__ void __launch_bounds__(384, 1)
     grouped_gemm_sm90_ws_kernel(const __grid_constant__ typename GroupedGemmLaunchOf<TMA, TABLE ? TABLE : 1>::type L) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  GroupedGemmSm90Ws<T, OutT, BM, BN, STAGES, LAYOUT, DUAL, TABLE, TMA>::run(L);
+  GroupedGemmSm90Ws<T, OutT, BM, BN, STAGES, LAYOUT, DUAL, TABLE, TMA, TMA_A>::run(L);
 #endif
 }
 

@@ -50,7 +50,8 @@ struct MoeGroupedGemmArgs {
 // tiles, 16-byte aligned rows, compute capability 9.0), 2 = its
 // warp-specialised form (a producer warpgroup feeds two consumer warpgroups),
 // 0 = the mma.sync kernel, -1 = choose. tma (warp-specialised kernel only):
-// 1 = weights by TMA tensor copies, 0 = by cp.async, -1 = TMA where it applies
+// 1 = weights by TMA tensor copies, 2 = A too (only without a_index: rows in
+// layout order), 0 = everything by cp.async, -1 = TMA where it applies
 // (stacked weights, or at most 64 experts given per pointer).
 struct MoeGroupedGemmConfig {
   int block_m = 0, block_n = 0, stages = 0, warps_m = 0, warps_n = 0;

@@ -2,12 +2,10 @@
 
 #include <climits>
 #include <cstring>
-#include <map>
-#include <mutex>
-#include <tuple>
 
 #include "moe/grouped_gemm_params.cuh"
 #include "ops/check.h"
+#include "ops/moe/tma_map.h"
 #include "tilecraft/error.h"
 #include "tilecraft/jit/jit.h"
 #include "tilecraft/jit/op_kernel_cache.h"
@@ -56,7 +54,7 @@ bool tma_ok(const MoeGroupedGemmArgs& a) { return vector_ok(a) && table_size(a) 
 // maps sized to the experts (8, 16, 32 or 64: 128 bytes per map and matrix,
 // so the race's 8 experts launch with 2 KB of maps, not 16 KB).
 int launch_table(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c) {
-  if (c.tma != 1 || a.w.stacked) return table_size(a);
+  if (c.tma < 1 || a.w.stacked) return table_size(a);
   int n = 8;
   while (n < a.w.num_experts()) n *= 2;
   return n;
@@ -120,7 +118,7 @@ std::string MoeGroupedGemmConfig::str() const {
   if (sm90 == 1) return fmt::format("wgmma bm={} bn={} bk={} stages={} warpgroups=2", block_m, block_n, kBK, stages);
   if (sm90 == 2)
     return fmt::format("wgmma-ws bm={} bn={} bk={} stages={} warpgroups=1+2{}", block_m, block_n, kBK, stages,
-                       tma == 1 ? " tma-weights" : "");
+                       tma == 2 ? " tma-a+weights" : tma == 1 ? " tma-weights" : "");
   return fmt::format("mma bm={} bn={} bk={} stages={} warps={}x{}", block_m, block_n, kBK, stages, warps_m, warps_n);
 }
 
@@ -238,12 +236,13 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   // where they apply): race case 1 gate/up 14.3 -> 12.4 ms, down 7.9 -> 6.6 ms
   // against the sm90=1 kernel on the H200 (docs/perf/fused_moe.md, v6).
   c.sm90 = over.sm90 >= 0 ? over.sm90 : sm90_ok && c.block_m == 128 ? 2 : 0;
-  TC_CHECK_ARG(over.tma >= -1 && over.tma <= 1, kOp, "tma", "0 (cp.async weights), 1 (TMA) or -1 (choose)",
-               std::to_string(over.tma));
-  TC_CHECK_ARG(over.tma != 1 || (c.sm90 == 2 && tma_ok(a)), kOp, "tma",
-               "TMA weights only in the warp-specialised kernel (sm90=2), with stacked weights or at most 64 "
-               "per-expert tensors",
+  TC_CHECK_ARG(over.tma >= -1 && over.tma <= 2, kOp, "tma",
+               "0 (cp.async), 1 (weights by TMA), 2 (weights and A by TMA) or -1 (choose)", std::to_string(over.tma));
+  TC_CHECK_ARG(over.tma < 1 || (c.sm90 == 2 && tma_ok(a)), kOp, "tma",
+               "TMA only in the warp-specialised kernel (sm90=2), with stacked weights or at most 64 per-expert tensors",
                fmt::format("sm90={}, {} expert tensors", c.sm90, a.w.stacked ? 0 : a.w.per_expert.size()));
+  TC_CHECK_ARG(over.tma != 2 || !a.a_index, kOp, "tma",
+               "A by TMA (tma=2) only for A rows read in layout order (no a_index)", "an a_index");
   if (c.sm90) {
     // Gated: 128 gate + 128 up columns; plain: 256 when N fills it. Ring of
     // four to six stages in ~200 KB: one CTA of two warpgroups per SM.
@@ -258,7 +257,9 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                  "N * K < 2^31 for the warp-specialised kernel", fmt::format("N = {}, K = {}", N, a.a.shape[1]));
     TC_CHECK_ARG(c.block_n >= min_n, kOp, "block_n", fmt::format("at least {} for {}-row wgmma tiles", min_n, c.block_m),
                  std::to_string(c.block_n));
-    c.tma = c.sm90 == 2 && over.tma != 0 && tma_ok(a) ? 1 : 0;
+    // TMA wherever it applies; A too when its rows are read in layout order
+    // (the layer's down projection).
+    c.tma = c.sm90 != 2 || over.tma == 0 || !tma_ok(a) ? 0 : over.tma > 0 ? over.tma : a.a_index ? 1 : 2;
     const int stage = c.block_m * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2;
     c.stages = over.stages ? over.stages : std::min(6, 200 * 1024 / stage);
     TC_CHECK_ARG(c.block_n == 64 || c.block_n == 128 || c.block_n == 256, kOp, "block_n",
@@ -311,7 +312,7 @@ jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const 
             c.sm90 == 2 ? "tc::moe::grouped_gemm_sm90_ws_kernel" : "tc::moe::grouped_gemm_sm90_kernel",
             c.sm90 == 2 ? std::vector<std::string>{in, out, std::to_string(c.block_m), std::to_string(c.block_n),
                                                    std::to_string(c.stages), lay, gated, std::to_string(table),
-                                                   c.tma ? "true" : "false"}
+                                                   c.tma ? "true" : "false", c.tma == 2 ? "true" : "false"}
                         : std::vector<std::string>{in, out, std::to_string(c.block_m), std::to_string(c.block_n),
                                                    std::to_string(c.stages), lay, gated, std::to_string(table)},
             cfg};
@@ -325,47 +326,25 @@ jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const 
 
 // One tensor map over `experts` matrices at `base`, `expert_bytes` apart:
 // dims (K, N, E) for layout NK with [block_n n][64 k] boxes, (N, K, E) for
-// layout KN with [64 k][64 n] boxes; 128-byte swizzle, zeros past the edges.
+// layout KN with [64 k][64 n] boxes.
 void encode_weight_map(tc::moe::TmaDesc& d, const void* base, DType dtype, WeightLayout layout, int64_t N, int64_t K,
                        int64_t experts, int64_t expert_bytes, int block_n) {
-  static_assert(sizeof(tc::moe::TmaDesc) == sizeof(CUtensorMap), "TmaDesc mirrors CUtensorMap");
-  // A map is a pure function of these values, so encoded maps are reused
-  // (weights are the same tensors call after call; per-expert weights need
-  // one map per expert and matrix per launch).
-  using Key = std::tuple<const void*, int, int, int64_t, int64_t, int64_t, int64_t, int>;
-  static std::mutex mu;
-  static std::map<Key, tc::moe::TmaDesc> cache;
-  const Key key{base, int(dtype), int(layout), N, K, experts, expert_bytes, block_n};
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (auto it = cache.find(key); it != cache.end()) {
-      d = it->second;
-      return;
-    }
-  }
   const bool nk = layout == WeightLayout::kNK;
-  const cuuint64_t dims[3] = {cuuint64_t(nk ? K : N), cuuint64_t(nk ? N : K), cuuint64_t(experts)};
-  const cuuint64_t strides[2] = {cuuint64_t((nk ? K : N) * 2), cuuint64_t(expert_bytes)};
-  const cuuint32_t box[3] = {64, cuuint32_t(nk ? block_n : 64), 1}, elem[3] = {1, 1, 1};
-  CUtensorMap m;
-  TC_DRV(cuTensorMapEncodeTiled, &m,
-         dtype == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
-         const_cast<void*>(base), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  std::memcpy(&d, &m, sizeof(m));
-  std::lock_guard<std::mutex> lock(mu);
-  if (cache.size() >= 4096) cache.clear();  // bounded: a fresh set of weights per call cannot grow it forever
-  cache.emplace(key, d);
+  encode_tma_map(d, base, dtype, {nk ? K : N, nk ? N : K, experts}, {(nk ? K : N) * 2, expert_bytes},
+                 {kBK, nk ? block_n : kBK});
 }
 
 // Fills the TMA launch parameter (maps for the gate and, when gated, the up
-// weights) and hands it to `launch`.
+// weights; with tma = 2 also A, [a_rows, K] in [block_m][64] boxes) and hands
+// it to `launch`.
 template <typename Launch>
 void launch_tma(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c, const tc::moe::GroupedGemmParams& p,
                 int table, const Launch& launch) {
   const int64_t N = a.out.shape[1], K = a.a.shape[1], matrix_bytes = N * K * 2;
   auto fill = [&](auto& L) {
     L.p = p;
+    const int64_t a_rows = a.a.shape[0];
+    if (c.tma == 2) encode_tma_map(L.a_map, a.a.data, a.a.dtype, {K, a_rows, 1}, {K * 2, a_rows * K * 2}, {kBK, c.block_m});
     const ExpertWeights* w[2] = {&a.w, a.w_up ? &*a.w_up : nullptr};
     for (int m = 0; m < 2 && w[m]; ++m) {
       if (w[m]->stacked)
@@ -416,7 +395,8 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   const uint64_t code = uint64_t(c.block_m) | uint64_t(c.block_n) << 8 | uint64_t(c.stages) << 17 |
                         uint64_t(c.warps_m) << 21 | uint64_t(c.warps_n) << 26 | uint64_t(a.a.dtype) << 31 |
                         uint64_t(a.out.dtype) << 35 | uint64_t(a.w.layout) << 39 | uint64_t(dual) << 40 |
-                        uint64_t(vec) << 41 | uint64_t(table) << 42 | uint64_t(c.sm90) << 53 | uint64_t(c.tma == 1) << 55;
+                        uint64_t(vec) << 41 | uint64_t(table) << 42 | uint64_t(c.sm90) << 53 |
+                        uint64_t(std::max(c.tma, 0)) << 55;
   const int smem = smem_bytes(c, dual);
   static jit::OpKernelCache kernels;
   const jit::Launchable& k = kernels.get(
@@ -445,7 +425,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
                a.out.describe());
   if (c.group_m > 0) grid_x *= grid_y, grid_y = 1;
   const unsigned threads = unsigned(32 * c.warps_m * c.warps_n);
-  if (c.tma == 1) {
+  if (c.tma >= 1) {
     launch_tma(a, c, p, table, [&](void* L) { jit::launch(k, grid_x, grid_y, threads, unsigned(smem), stream, L); });
     return;
   }

@@ -46,6 +46,17 @@ bool per_expert(const WorkloadSpec& w) {
   return f == "per_expert";
 }
 
+// a_rows: gathered (A = the tokens [T, K], read through a_index, as the gate/up
+// projection does) or contiguous (A = [rows, K] in layout order, no a_index:
+// the layer's down projection reading the intermediate).
+bool contiguous_a(const WorkloadSpec& w) {
+  const std::string& f = w.params.at("a_rows");
+  if (f != "gathered" && f != "contiguous")
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("{}: workload '{}': a_rows '{}' is not gathered or contiguous", kOp, w.name, f));
+  return f == "contiguous";
+}
+
 class MoeGroupedGemmAdapter final : public OpAdapter {
  public:
   std::string name() const override { return kOp; }
@@ -63,7 +74,8 @@ class MoeGroupedGemmAdapter final : public OpAdapter {
     HostTensor ids(DType::kI32, {T, topk});
     fill_routing_ids(kOp, w, c.seed, ids.ptr<int32_t>(), T, topk, E);
     const MappingLayout m = map_routing(ids, E, bm);
-    d.inputs["a_index"] = m.pos_to_token;
+    const bool contiguous = contiguous_a(w);
+    if (!contiguous) d.inputs["a_index"] = m.pos_to_token;
     d.inputs["tile_expert"] = m.tile_expert;
     d.inputs["num_tiles"] = m.num_tiles;
     const int64_t rows = m.pos_to_token.shape()[0];
@@ -71,7 +83,7 @@ class MoeGroupedGemmAdapter final : public OpAdapter {
     const float ws = std::sqrt(3.0f / float(std::max<int64_t>(K, 1)));
     const bool kn = layout_of(w) == ops::WeightLayout::kKN;
     const Shape wshape = kn ? Shape{E, K, N} : Shape{E, N, K};
-    d.generated["a"] = {dt, {T, K}, kA, -1.f, 1.f};
+    d.generated["a"] = {dt, {contiguous ? rows : T, K}, kA, -1.f, 1.f};
     d.generated["w"] = {dt, wshape, kW, -ws, ws};
     if (gated(v)) d.generated["w_up"] = {dt, wshape, kWUp, -ws, ws};
     if (scaled(v)) {
@@ -141,12 +153,12 @@ class MoeGroupedGemmAdapter final : public OpAdapter {
     const int64_t bm = sym(w, "block_m") ? sym(w, "block_m")
                                           : ops::moe_grouped_gemm_block_m(double(T * topk) / double(std::max<int64_t>(E, 1)));
     const int64_t rows = ops::moe_fused_mapping_rows(T, topk, E, bm);
-    const bool kn = layout_of(w) == ops::WeightLayout::kKN;
+    const bool kn = layout_of(w) == ops::WeightLayout::kKN, contiguous = contiguous_a(w);
     CaseData d;
-    d.inputs["a_index"] = HostTensor(DType::kI32, {rows});
+    if (!contiguous) d.inputs["a_index"] = HostTensor(DType::kI32, {rows});
     d.inputs["tile_expert"] = HostTensor(DType::kI32, {rows / bm});
     d.inputs["num_tiles"] = HostTensor(DType::kI32, {1});
-    d.generated["a"] = {dt, {T, K}, kA, 0, 0};
+    d.generated["a"] = {dt, {contiguous ? rows : T, K}, kA, 0, 0};
     d.generated["w"] = {dt, kn ? Shape{E, K, N} : Shape{E, N, K}, kW, 0, 0};
     if (gated(*c.variant)) d.generated["w_up"] = d.generated["w"];
     if (scaled(*c.variant)) d.inputs["row_scale"] = HostTensor(DType::kF32, {rows});
@@ -168,7 +180,7 @@ class MoeGroupedGemmAdapter final : public OpAdapter {
     const auto layout = kn ? ops::WeightLayout::kKN : ops::WeightLayout::kNK;
     ops::MoeGroupedGemmArgs a;
     a.a = in.at("a");
-    a.a_index = in.at("a_index");
+    if (auto it = in.find("a_index"); it != in.end()) a.a_index = it->second;
     a.tile_expert = in.at("tile_expert");
     a.num_tiles = in.at("num_tiles");
     a.w = expert_weights_of(in.at("w"), layout, split);
@@ -196,7 +208,7 @@ class MoeGroupedGemmAdapter final : public OpAdapter {
     };
     r.gated = d.generated.count("w_up") > 0;
     const HostTensor& tiles = d.inputs.at("tile_expert");
-    r.a_index = d.inputs.at("a_index").ptr<int32_t>();
+    r.a_index = d.inputs.count("a_index") ? d.inputs.at("a_index").ptr<int32_t>() : nullptr;
     r.tile_expert = tiles.ptr<int32_t>();
     r.num_tiles = d.inputs.at("num_tiles").ptr<int32_t>();
     r.row_scale = d.inputs.count("row_scale") ? d.inputs.at("row_scale").ptr<float>() : nullptr;
