@@ -61,6 +61,20 @@ TEST(GpuMoeGroupedGemm, WarpSpecialisedKernel) {
         << w << " tma=2";
 }
 
+// Persistent CTAs (one per SM, several tiles each, the ring's phases running
+// on across tiles) and one CTA per tile, in both CTA orders, A gathered
+// (cp.async) and contiguous (TMA).
+TEST(GpuMoeGroupedGemm, PersistentWarpSpecialisedKernel) {
+  TC_REQUIRE_GPU();
+  for (int persistent : {1, 0})
+    for (int g : {8, 0})
+      for (const char* w : {"many-tiles", "many-tiles-contiguous"})
+        EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w,
+                                                   {{"sm90", 2}, {"persistent", persistent}, {"group_m", g}}),
+                  3)
+            << w << " persistent=" << persistent << " group_m=" << g;
+}
+
 TEST(GpuFusedMoe, SmokeCases) {
   TC_REQUIRE_GPU();
   EXPECT_GT(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA), 8);

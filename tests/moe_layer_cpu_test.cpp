@@ -162,6 +162,17 @@ TEST(MoeGroupedGemmCpu, WarpSpecialisedConfig) {
   // Weights by TMA by default (stacked), by cp.async on request; TMA is
   // refused for the other kernels and for pointer tables over 64 experts.
   EXPECT_EQ(c.tma, 1);
+  EXPECT_EQ(c.persistent, 1);  // one CTA per SM by default, a launch parameter
+  EXPECT_NE(c.str().find("persistent"), std::string::npos) << c.str();
+  {
+    ops::MoeGroupedGemmConfig o = over;
+    o.persistent = 0;
+    EXPECT_EQ(ops::moe_grouped_gemm_config(g, o, 9).persistent, 0);
+    o.persistent = 1, o.sm90 = 1;
+    TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, o, 9), ErrorKind::kInvalidArgument, "persistent", "sm90=1");
+    o.persistent = 2, o.sm90 = 2;
+    TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, o, 9), ErrorKind::kInvalidArgument, "persistent", "2");
+  }
   EXPECT_NE(c.str().find("tma-weights"), std::string::npos) << c.str();
   EXPECT_EQ(spec.template_args.back(), "false");  // A gathered through a_index: cp.async
   EXPECT_EQ(spec.template_args[spec.template_args.size() - 2], "true");

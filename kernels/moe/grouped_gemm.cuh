@@ -82,19 +82,24 @@ __device__ __forceinline__ void gemm_tile_sources(const GroupedGemmParams& p, in
 // walked in groups of group_m row tiles, row tile fastest, so the CTAs
 // resident at one time share a few A row blocks and B column blocks in L2.
 // False: nothing to do (past the tiles in use, or the tail of a short group).
-__device__ __forceinline__ bool gemm_tile_of(const GroupedGemmParams& p, int tiles, int bn, int& tm, int& tn) {
-  if (p.group_m <= 0) {
-    tm = blockIdx.x, tn = blockIdx.y;
-    return tm < tiles;
-  }
+// Tile `idx` of the 1-D grouped order (group_m > 0).
+__device__ __forceinline__ bool gemm_group_tile(const GroupedGemmParams& p, long long idx, int tiles, int bn, int& tm,
+                                                int& tn) {
   const long long tiles_n = (p.N + bn - 1) / bn, per_group = (long long)p.group_m * tiles_n;
-  const long long g = blockIdx.x / per_group, r = blockIdx.x - g * per_group;
+  const long long g = idx / per_group, r = idx - g * per_group;
   const long long first = g * p.group_m;
   if (first >= tiles) return false;
   const int rows = int(min((long long)p.group_m, tiles - first));
   if (r >= rows * tiles_n) return false;
   tm = int(first + r % rows), tn = int(r / rows);
   return true;
+}
+__device__ __forceinline__ bool gemm_tile_of(const GroupedGemmParams& p, int tiles, int bn, int& tm, int& tn) {
+  if (p.group_m <= 0) {
+    tm = blockIdx.x, tn = blockIdx.y;
+    return tm < tiles;
+  }
+  return gemm_group_tile(p, blockIdx.x, tiles, bn, tm, tn);
 }
 
 // This CTA's output tile and its expert; false when it has none (past the
@@ -106,6 +111,24 @@ __device__ __forceinline__ bool gemm_tile_owned(const GroupedGemmParams& p, int 
   const int tiles = p.num_tiles ? *p.num_tiles : (p.M + bm - 1) / bm;
   int tm, tn;
   if (!gemm_tile_of(p, tiles, bn, tm, tn)) return false;
+  t.expert = p.tile_expert ? p.tile_expert[tm] : 0;
+  if (t.expert < 0 || t.expert >= p.num_experts) return false;
+  t.row0 = tm * bm, t.col0 = tn * bn;
+  return true;
+}
+
+// Tile `idx` of a 1-D walk over all tiles (group_m = 0: row tile fastest,
+// like the 2-D grid) and its expert; false when it has none.
+__device__ __forceinline__ bool gemm_tile_at(const GroupedGemmParams& p, long long idx, int tiles, int bm, int bn,
+                                             GemmTile& t) {
+  int tm, tn;
+  if (p.group_m > 0) {
+    if (!gemm_group_tile(p, idx, tiles, bn, tm, tn)) return false;
+  } else {
+    const long long grid_m = (p.M + bm - 1) / bm;
+    tm = int(idx % grid_m), tn = int(idx / grid_m);
+    if (tm >= tiles) return false;
+  }
   t.expert = p.tile_expert ? p.tile_expert[tm] : 0;
   if (t.expert < 0 || t.expert >= p.num_experts) return false;
   t.row0 = tm * bm, t.col0 = tn * bn;

@@ -16,6 +16,10 @@ struct GroupedGemmParams {
   int a_rows;              // rows of A: source rows outside [0, a_rows) read zeros
   int num_experts;         // tiles naming an expert outside [0, num_experts) are skipped
   int group_m;             // CTA order: > 0 walks a 1-D grid in groups of group_m row tiles (see gemm_tile_of)
+  // Warp-specialised kernel only: tiles in its 1-D order (row tiles x column
+  // tiles); CTA b computes tiles b, b + gridDim.x, ... (persistent when the
+  // grid is smaller than this). Last, so the other kernels' offsets stay put.
+  long long tiles_total;
 };
 
 // Per-expert weight base pointers (the race's layout: one tensor per expert),

@@ -173,70 +173,90 @@ struct GroupedGemmSm90Ws {
     }
   }
 
+  // Tiles b, b + gridDim.x, ... of p.tiles_total (persistent when the grid
+  // is smaller). Both roles walk the same tiles and count k-steps g across
+  // them, so slot g % STAGES and its phases run on unbroken; the producer
+  // fills the next tile's stages while the consumers store this one.
   static __device__ __forceinline__ void run(const Launch& L) {
     const GroupedGemmParams& p = L.p;
     extern __shared__ __align__(1024) char smem_raw[];
     char* smem = reinterpret_cast<char*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
-    GemmTile tile;
-    if (!gemm_tile_owned(p, BM, BN, tile)) return;
-    const int row0 = tile.row0, col0 = tile.col0;
     int* src = reinterpret_cast<int*>(smem + STAGES * kStageBytes);
     unsigned long long* full = reinterpret_cast<unsigned long long*>(src + BM);  // BM * 4 is a multiple of 8
     unsigned long long* empty = full + STAGES;
-    gemm_tile_sources(p, row0, BM, src);
     if (threadIdx.x == 0) {
       for (int s = 0; s < STAGES; ++s) mbar_init(full + s, TMA_A ? 1 : TMA ? 129 : 128), mbar_init(empty + s, 8);
       mbar_init_fence();
     }
     __syncthreads();
 
+    const int tiles = p.num_tiles ? *p.num_tiles : (p.M + BM - 1) / BM;
     const int kt = (p.K + kGemmBK - 1) / kGemmBK;
     const int wg = threadIdx.x / 128;
+    unsigned g = 0;  // k-steps of this CTA so far, over all its tiles
+    GemmTile tile;
     if (wg == 0) {  // producer
       if constexpr (TMA_A) {  // one thread issues every copy
-        if (threadIdx.x == 0)
-          for (int t = 0; t < kt; ++t) {
-            const int s = t % STAGES;
-            if (t >= STAGES) mbar_wait(empty + s, unsigned(t / STAGES - 1) & 1u);
-            tma_stage(L, tile.expert, smem + s * kStageBytes, row0, col0, t * kGemmBK, full + s);
+        if (threadIdx.x != 0) return;
+        for (long long idx = blockIdx.x; idx < p.tiles_total; idx += gridDim.x) {
+          if (!gemm_tile_at(p, idx, tiles, BM, BN, tile)) continue;
+          for (int t = 0; t < kt; ++t, ++g) {
+            const unsigned s = g % STAGES;
+            if (g >= STAGES) mbar_wait(empty + s, (g / STAGES - 1) & 1u);
+            tma_stage(L, tile.expert, smem + s * kStageBytes, tile.row0, tile.col0, t * kGemmBK, full + s);
           }
+        }
         return;
       }
-      const T* b[2] = {nullptr, nullptr};
-      if constexpr (!TMA) {
+      for (long long idx = blockIdx.x; idx < p.tiles_total; idx += gridDim.x) {
+        if (!gemm_tile_at(p, idx, tiles, BM, BN, tile)) continue;
+        // The tile's A sources, shared by the producer warpgroup only (named
+        // barrier 1): every thread made its previous plan before this write.
+        asm volatile("bar.sync 1, 128;\n" ::: "memory");
+        gemm_tile_sources(p, tile.row0, BM, src);
+        asm volatile("bar.sync 1, 128;\n" ::: "memory");
+        const T* b[2] = {nullptr, nullptr};
+        if constexpr (!TMA) {
 #pragma unroll
-        for (int m = 0; m < kB; ++m) b[m] = gemm_expert_weights<T, TABLE>(L, m, tile.expert);
-      }
-      const Plan plan = make_plan(p, src, col0, threadIdx.x);
-      for (int t = 0; t < kt; ++t) {
-        const int s = t % STAGES;
-        if (t >= STAGES) mbar_wait(empty + s, unsigned(t / STAGES - 1) & 1u);
-        if constexpr (TMA) {
-          if (threadIdx.x == 0) tma_stage(L, tile.expert, smem + s * kStageBytes, row0, col0, t * kGemmBK, full + s);
+          for (int m = 0; m < kB; ++m) b[m] = gemm_expert_weights<T, TABLE>(L, m, tile.expert);
         }
-        load_stage(p, b, plan, smem + s * kStageBytes, t * kGemmBK);
-        mbar_arrive_on_cp_async(full + s);
+        const Plan plan = make_plan(p, src, tile.col0, threadIdx.x);
+        for (int t = 0; t < kt; ++t, ++g) {
+          const unsigned s = g % STAGES;
+          if (g >= STAGES) mbar_wait(empty + s, (g / STAGES - 1) & 1u);
+          if constexpr (TMA) {
+            if (threadIdx.x == 0)
+              tma_stage(L, tile.expert, smem + s * kStageBytes, tile.row0, tile.col0, t * kGemmBK, full + s);
+          }
+          load_stage(p, b, plan, smem + s * kStageBytes, t * kGemmBK);
+          mbar_arrive_on_cp_async(full + s);
+        }
       }
       cp_async_wait_all();  // no thread leaves with copies in flight
       return;
     }
 
     const int cw = wg - 1;  // consumer 0 or 1: its 64-row half (BM = 128) or column half (BM = 64)
-    float acc[kB][kAcc];
+    const bool releaser = threadIdx.x % 32 == 0;  // one arrival per consumer warp
+    for (long long idx = blockIdx.x; idx < p.tiles_total; idx += gridDim.x) {
+      if (!gemm_tile_at(p, idx, tiles, BM, BN, tile)) continue;
+      float acc[kB][kAcc];
 #pragma unroll
-    for (int m = 0; m < kB; ++m)
+      for (int m = 0; m < kB; ++m)
 #pragma unroll
-      for (int j = 0; j < kAcc; ++j) acc[m][j] = 0.f;
-    for (int t = 0; t < kt; ++t) {
-      const int s = t % STAGES;
-      mbar_wait(full + s, unsigned(t / STAGES) & 1u);
-      fence_async_shared();  // the generic-proxy cp.async writes, seen through the barrier, before wgmma reads
-      Base::compute_stage(smem + s * kStageBytes, cw, acc);
-      wgmma_wait<1>();  // the MMAs of k-step t - 1 retired: its slot may be refilled
-      if (t > 0 && threadIdx.x % 32 == 0) mbar_arrive(empty + (t - 1) % STAGES);
+        for (int j = 0; j < kAcc; ++j) acc[m][j] = 0.f;
+      for (int t = 0; t < kt; ++t, ++g) {
+        const unsigned s = g % STAGES;
+        mbar_wait(full + s, (g / STAGES) & 1u);
+        fence_async_shared();  // the generic-proxy cp.async writes, seen through the barrier, before wgmma reads
+        Base::compute_stage(smem + s * kStageBytes, cw, acc);
+        wgmma_wait<1>();  // the MMAs of k-step g - 1 retired: its slot may be refilled
+        if (t > 0 && releaser) mbar_arrive(empty + (g - 1) % STAGES);
+      }
+      wgmma_wait<0>();
+      if (kt > 0 && releaser) mbar_arrive(empty + (g - 1) % STAGES);  // the tile's last slot
+      Base::store_tile(p, acc, cw, tile.row0, tile.col0);
     }
-    wgmma_wait<0>();
-    Base::store_tile(p, acc, cw, row0, col0);
   }
 };
 

@@ -57,6 +57,10 @@ struct MoeGroupedGemmConfig {
   int block_m = 0, block_n = 0, stages = 0, warps_m = 0, warps_n = 0;
   int sm90 = -1;
   int tma = -1;
+  // Warp-specialised kernel: 1 = one CTA per SM loops over the tiles (the
+  // producer loads the next tile while the consumers store this one), 0 = one
+  // CTA per tile, -1 = choose (1). A launch parameter, like group_m.
+  int persistent = -1;
   // CTA order (a launch parameter, not compiled in): 0 = row tile x column
   // tile grid; G > 0 = groups of G row tiles, row tile fastest (L2 reuse).
   int group_m = -1;
@@ -64,7 +68,7 @@ struct MoeGroupedGemmConfig {
 };
 
 // Sets the override named `key` (block_m, block_n, stages, warps_m, warps_n,
-// sm90, tma, group_m); an unknown key is an error naming `op` and `arg`.
+// sm90, tma, persistent, group_m); an unknown key is an error naming `op` and `arg`.
 void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, const char* op, const char* arg);
 
 struct MoeGroupedGemmOptions {

@@ -114,11 +114,12 @@ int64_t block_m_of(const MoeGroupedGemmArgs& a) {
 const char* weight_layout_name(WeightLayout l) { return l == WeightLayout::kNK ? "NK" : "KN"; }
 
 std::string MoeGroupedGemmConfig::str() const {
-  // group_m is a launch parameter: not part of the compiled kernel's name.
+  // group_m is a launch parameter, not shown; persistent (also one) is, as it
+  // changes how the warp-specialised kernel runs.
   if (sm90 == 1) return fmt::format("wgmma bm={} bn={} bk={} stages={} warpgroups=2", block_m, block_n, kBK, stages);
   if (sm90 == 2)
-    return fmt::format("wgmma-ws bm={} bn={} bk={} stages={} warpgroups=1+2{}", block_m, block_n, kBK, stages,
-                       tma == 2 ? " tma-a+weights" : tma == 1 ? " tma-weights" : "");
+    return fmt::format("wgmma-ws bm={} bn={} bk={} stages={} warpgroups=1+2{}{}", block_m, block_n, kBK, stages,
+                       tma == 2 ? " tma-a+weights" : tma == 1 ? " tma-weights" : "", persistent == 1 ? " persistent" : "");
   return fmt::format("mma bm={} bn={} bk={} stages={} warps={}x{}", block_m, block_n, kBK, stages, warps_m, warps_n);
 }
 
@@ -130,10 +131,11 @@ void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, 
   else if (key == "warps_n") c.warps_n = value;
   else if (key == "sm90") c.sm90 = value;
   else if (key == "tma") c.tma = value;
+  else if (key == "persistent") c.persistent = value;
   else if (key == "group_m") c.group_m = value;
   else
     throw_arg_error(ErrorKind::kInvalidArgument, op, arg,
-                    "keys block_m, block_n, stages, warps_m, warps_n, sm90, tma, group_m", "'" + key + "'");
+                    "keys block_m, block_n, stages, warps_m, warps_n, sm90, tma, persistent, group_m", "'" + key + "'");
 }
 
 int moe_grouped_gemm_block_m(double rows_per_expert) {
@@ -212,7 +214,7 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   const bool dual = a.w_up.has_value();
   const int64_t M = a.out.shape[0], N = a.out.shape[1];
   MoeGroupedGemmConfig c;
-  c.tma = 0;  // resolved below for the warp-specialised kernel only
+  c.tma = 0, c.persistent = 0;  // resolved below for the warp-specialised kernel only
   const int64_t sched_bm = block_m_of(a);
   c.block_m = sched_bm ? int(sched_bm) : (over.block_m ? over.block_m : moe_grouped_gemm_block_m(double(M)));
   if (sched_bm && over.block_m)
@@ -241,6 +243,10 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   TC_CHECK_ARG(over.tma < 1 || (c.sm90 == 2 && tma_ok(a)), kOp, "tma",
                "TMA only in the warp-specialised kernel (sm90=2), with stacked weights or at most 64 per-expert tensors",
                fmt::format("sm90={}, {} expert tensors", c.sm90, a.w.stacked ? 0 : a.w.per_expert.size()));
+  TC_CHECK_ARG(over.persistent >= -1 && over.persistent <= 1, kOp, "persistent", "0, 1 or -1 (choose)",
+               std::to_string(over.persistent));
+  TC_CHECK_ARG(over.persistent != 1 || c.sm90 == 2, kOp, "persistent",
+               "a persistent grid only for the warp-specialised kernel (sm90=2)", fmt::format("sm90={}", c.sm90));
   TC_CHECK_ARG(over.tma != 2 || !a.a_index, kOp, "tma",
                "A by TMA (tma=2) only for A rows read in layout order (no a_index)", "an a_index");
   if (c.sm90) {
@@ -260,6 +266,7 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
     // TMA wherever it applies; A too when its rows are read in layout order
     // (the layer's down projection).
     c.tma = c.sm90 != 2 || over.tma == 0 || !tma_ok(a) ? 0 : over.tma > 0 ? over.tma : a.a_index ? 1 : 2;
+    c.persistent = c.sm90 == 2 && over.persistent != 0;
     const int stage = c.block_m * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2;
     c.stages = over.stages ? over.stages : std::min(6, 200 * 1024 / stage);
     TC_CHECK_ARG(c.block_n == 64 || c.block_n == 128 || c.block_n == 256, kOp, "block_n",
@@ -420,10 +427,20 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   p.M = int(M), p.N = int(N), p.K = int(K), p.a_rows = int(a.a.shape[0]);
   p.group_m = c.group_m;
   unsigned grid_x = unsigned((M + c.block_m - 1) / c.block_m), grid_y = unsigned((N + c.block_n - 1) / c.block_n);
-  TC_CHECK_ARG(c.group_m > 0 || grid_y <= 65535, kOp, "out", "N / block_n <= 65535", a.out.describe());
+  TC_CHECK_ARG(c.group_m > 0 || c.sm90 == 2 || grid_y <= 65535, kOp, "out", "N / block_n <= 65535",
+               a.out.describe());
   TC_CHECK_ARG(uint64_t(grid_x) * grid_y <= uint64_t(INT_MAX), kOp, "out", "fewer than 2^31 output tiles",
                a.out.describe());
-  if (c.group_m > 0) grid_x *= grid_y, grid_y = 1;
+  p.tiles_total = int64_t(grid_x) * grid_y;
+  if (c.sm90 == 2) {
+    // 1-D walk over the tiles; persistent: one CTA per SM (the ring fills
+    // the SM's shared memory) loops over them.
+    const int64_t sms = rt::device_info(a.a.device.index).sm_count;
+    grid_x = unsigned(c.persistent == 1 ? std::min<int64_t>(p.tiles_total, std::max<int64_t>(sms, 1)) : p.tiles_total);
+    grid_y = 1;
+  } else if (c.group_m > 0) {
+    grid_x *= grid_y, grid_y = 1;
+  }
   const unsigned threads = unsigned(32 * c.warps_m * c.warps_n);
   if (c.tma >= 1) {
     launch_tma(a, c, p, table, [&](void* L) { jit::launch(k, grid_x, grid_y, threads, unsigned(smem), stream, L); });
