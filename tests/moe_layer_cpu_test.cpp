@@ -162,12 +162,14 @@ TEST(MoeGroupedGemmCpu, WarpSpecialisedConfig) {
   // Weights by TMA by default (stacked), by cp.async on request; TMA is
   // refused for the other kernels and for pointer tables over 64 experts.
   EXPECT_EQ(c.tma, 1);
-  EXPECT_EQ(c.persistent, 1);  // one CTA per SM by default, a launch parameter
-  EXPECT_NE(c.str().find("persistent"), std::string::npos) << c.str();
+  EXPECT_EQ(c.persistent, 0);  // one CTA per tile by default; persistent on request (a launch parameter)
+  EXPECT_EQ(c.str().find("persistent"), std::string::npos) << c.str();
   {
     ops::MoeGroupedGemmConfig o = over;
-    o.persistent = 0;
-    EXPECT_EQ(ops::moe_grouped_gemm_config(g, o, 9).persistent, 0);
+    o.persistent = 1;
+    const auto cp = ops::moe_grouped_gemm_config(g, o, 9);
+    EXPECT_EQ(cp.persistent, 1);
+    EXPECT_NE(cp.str().find("persistent"), std::string::npos) << cp.str();
     o.persistent = 1, o.sm90 = 1;
     TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, o, 9), ErrorKind::kInvalidArgument, "persistent", "sm90=1");
     o.persistent = 2, o.sm90 = 2;

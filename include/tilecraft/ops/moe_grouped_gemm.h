@@ -59,7 +59,8 @@ struct MoeGroupedGemmConfig {
   int tma = -1;
   // Warp-specialised kernel: 1 = one CTA per SM loops over the tiles (the
   // producer loads the next tile while the consumers store this one), 0 = one
-  // CTA per tile, -1 = choose (1). A launch parameter, like group_m.
+  // CTA per tile, -1 = choose (0: measured faster so far). A launch
+  // parameter, like group_m.
   int persistent = -1;
   // CTA order (a launch parameter, not compiled in): 0 = row tile x column
   // tile grid; G > 0 = groups of G row tiles, row tile fastest (L2 reuse).

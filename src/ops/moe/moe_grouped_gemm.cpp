@@ -266,7 +266,12 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
     // TMA wherever it applies; A too when its rows are read in layout order
     // (the layer's down projection).
     c.tma = c.sm90 != 2 || over.tma == 0 || !tma_ok(a) ? 0 : over.tma > 0 ? over.tma : a.a_index ? 1 : 2;
-    c.persistent = c.sm90 == 2 && over.persistent != 0;
+    // Persistent CTAs are opt-in: with a static walk (CTA b takes tiles b,
+    // b + 132, ...) the CTAs drift apart and lose the grouped order's L2
+    // sharing; race case 1 gate/up measured 14.7 ms against 13.1 ms with one
+    // CTA per tile (H200, docs/perf/fused_moe.md). A dynamic tile counter is
+    // the next step.
+    c.persistent = c.sm90 == 2 && over.persistent == 1;
     const int stage = c.block_m * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2;
     c.stages = over.stages ? over.stages : std::min(6, 200 * 1024 / stage);
     TC_CHECK_ARG(c.block_n == 64 || c.block_n == 128 || c.block_n == 256, kOp, "block_n",
