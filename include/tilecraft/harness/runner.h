@@ -37,8 +37,10 @@ struct BenchContext {
   double bare_launch_host_us = 0;      // host cost of one cuLaunchKernel of an empty kernel
   bool same_size_copy = true;          // also time a copy of the same bytes (GPU)
 };
-// Host time per call of `call` (which enqueues on `stream`), median of batches.
-double host_us_per_call(const std::function<void()>& call, CUstream stream);
+// Host time per call of `call` (which enqueues on `stream`), median of
+// batches; `gpu_ms_per_call` (its measured GPU time, 0 = small) shortens the
+// batches of long calls.
+double host_us_per_call(const std::function<void()>& call, CUstream stream, double gpu_ms_per_call = 0);
 
 nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o, const BenchContext& ctx,
                          const EnvInfo& env);
