@@ -213,6 +213,32 @@ TEST(MoeGroupedGemmCpu, WarpSpecialisedConfig) {
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "tma", "65 expert tensors");
 }
 
+// Experts of N * K >= 2^31 elements: the warp-specialised kernel with TMA
+// weights takes them; without TMA (over 64 per-expert tensors) the default
+// falls back to the sm90=1 kernel, and forcing sm90=2 names the limit.
+TEST(MoeGroupedGemmCpu, HugeExpertsPickAKernelThatAddressesThem) {
+  void* fake = reinterpret_cast<void*>(uintptr_t(1) << 20);  // configs read shapes and alignment only
+  const Device dev{DeviceType::kCUDA, 0};
+  const int64_t N = 65536, K = 65536, rows = 1024;
+  ops::MoeGroupedGemmArgs g;
+  g.a = TensorView(fake, DType::kBF16, {rows, K}, dev);
+  g.out = TensorView(fake, DType::kBF16, {rows, N}, dev);
+  g.tile_expert = TensorView(fake, DType::kI32, {rows / 128}, dev);
+  g.a_index = TensorView(fake, DType::kI32, {rows}, dev);
+  g.w.stacked = TensorView(fake, DType::kBF16, {2, N, K}, dev);
+  const ops::MoeGroupedGemmConfig over;
+  auto c = ops::moe_grouped_gemm_config(g, over, 9);
+  EXPECT_EQ(c.sm90, 2);
+  EXPECT_EQ(c.tma, 1);
+  g.w.stacked.reset();
+  for (int e = 0; e < 65; ++e) g.w.per_expert.push_back(TensorView(fake, DType::kBF16, {N, K}, dev));
+  c = ops::moe_grouped_gemm_config(g, over, 9);
+  EXPECT_EQ(c.sm90, 1);
+  ops::MoeGroupedGemmConfig ws;
+  ws.sm90 = 2;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, ws, 9), ErrorKind::kInvalidArgument, "sm90", "2^31");
+}
+
 TEST(FusedMoeCpu, KernelsForSm90a) {
   HostLayer L;
   L.T = 4096;

@@ -237,7 +237,10 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   // Default for 128-row tiles: the warp-specialised kernel (with TMA weights
   // where they apply): race case 1 gate/up 14.3 -> 12.4 ms, down 7.9 -> 6.6 ms
   // against the sm90=1 kernel on the H200 (docs/perf/fused_moe.md, v6).
-  c.sm90 = over.sm90 >= 0 ? over.sm90 : sm90_ok && c.block_m == 128 ? 2 : 0;
+  // Without TMA weights the warp-specialised kernel keeps B chunk offsets
+  // inside one expert's matrix in 32 bits; such shapes default to sm90=1.
+  const bool ws_ok = tma_ok(a) || N * a.a.shape[1] < (int64_t(1) << 31);
+  c.sm90 = over.sm90 >= 0 ? over.sm90 : sm90_ok && c.block_m == 128 ? (ws_ok ? 2 : 1) : 0;
   TC_CHECK_ARG(over.tma >= -1 && over.tma <= 2, kOp, "tma",
                "0 (cp.async), 1 (weights by TMA), 2 (weights and A by TMA) or -1 (choose)", std::to_string(over.tma));
   TC_CHECK_ARG(over.tma < 1 || (c.sm90 == 2 && tma_ok(a)), kOp, "tma",
@@ -257,15 +260,14 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
     c.block_n = over.block_n ? over.block_n
                              : std::max(min_n, dual ? (N <= 64 ? 64 : 128) : N <= 64 ? 64 : N <= 128 ? 128 : 256);
     c.warps_m = c.sm90 == 2 ? 3 : 2, c.warps_n = 4;  // warpgroups x 4 warps (ws: one producer + two consumers)
-    // The warp-specialised kernel keeps B chunk offsets inside one expert's
-    // matrix in 32 bits.
-    TC_CHECK_ARG(c.sm90 != 2 || N * a.a.shape[1] < (int64_t(1) << 31), kOp, "sm90",
-                 "N * K < 2^31 for the warp-specialised kernel", fmt::format("N = {}, K = {}", N, a.a.shape[1]));
     TC_CHECK_ARG(c.block_n >= min_n, kOp, "block_n", fmt::format("at least {} for {}-row wgmma tiles", min_n, c.block_m),
                  std::to_string(c.block_n));
     // TMA wherever it applies; A too when its rows are read in layout order
     // (the layer's down projection).
     c.tma = c.sm90 != 2 || over.tma == 0 || !tma_ok(a) ? 0 : over.tma > 0 ? over.tma : a.a_index ? 1 : 2;
+    TC_CHECK_ARG(c.sm90 != 2 || c.tma >= 1 || N * a.a.shape[1] < (int64_t(1) << 31), kOp, "sm90",
+                 "N * K < 2^31 for the warp-specialised kernel with cp.async weights (tma=0)",
+                 fmt::format("N = {}, K = {}", N, a.a.shape[1]));
     // Persistent CTAs are opt-in: with a static walk (CTA b takes tiles b,
     // b + 132, ...) the CTAs drift apart and lose the grouped order's L2
     // sharing; race case 1 gate/up measured 14.7 ms against 13.1 ms with one
