@@ -3,7 +3,7 @@
 # perf workloads, run the main job, and (time permitting) the full correctness
 # matrix. Logs land in $OUT (flat: the device tool returns few, shallow files).
 #   usage: scripts/device_check.sh [steps...]
-#   steps: build gpu perf run full sweep python race, test:OP[:TAG] (correctness of one op
+#   steps: build gpu perf run full sweep python race layer, test:OP[:TAG] (correctness of one op
 #   on the GPU; TEST_FLAGS adds flags, e.g. "--config group_m=0"), bench:OP[:TAG]
 #   (its benchmark; TAG defaults to perf; BENCH_FLAGS adds flags)
 set -uo pipefail
@@ -62,6 +62,15 @@ for s in $steps; do
       TILECRAFT_CACHE_DIR=$TILECRAFT_CACHE_DIR timeout ${OP_TIMEOUT:-300} scripts/python_tests.sh $B > "$OUT/python_tests.log" 2>&1
       step python_tests "rc=$? in $((SECONDS - t0))s: $(tail -1 "$OUT/python_tests.log")"
       grep -E "FAILED|Error|SKIPPED" "$OUT/python_tests.log" | head -20 ;;
+    layer)
+      # The issue's layer table in one log: every scope of each workload.
+      t0=$SECONDS
+      for w in ${LAYER_WORKLOADS:-race-performance-1 race-performance-2 deepseek-v3-T1 deepseek-v3-T16 deepseek-v3-T512 \
+                deepseek-v3-T4096 qwen3-30b-a3b-T1 qwen3-30b-a3b-T4096 mixtral-8x7b-T4096}; do
+        timeout ${OP_TIMEOUT:-120} $B/tilecraft bench --op fused_moe --workload "$w" ${BENCH_FLAGS:---warmup 2 --repeat 5 --trials 1}
+      done > "$OUT/bench_layer.log" 2>&1
+      step layer "done in $((SECONDS - t0))s"
+      grep -E "^\[|TFLOP/s =|experts |official|clone|cublas" "$OUT/bench_layer.log" | sed -E 's/ +\(.*//' | cut -c1-150 ;;
     race)
       t0=$SECONDS
       PYTHONPATH=$B/python timeout ${OP_TIMEOUT:-300} python3 -m tilecraft.race moe ${RACE_FLAGS:-} > "$OUT/race_moe.log" 2>&1
