@@ -31,31 +31,28 @@ int64_t sym(const WorkloadSpec& w, const char* s) { return w.symbols.at(s); }
 bool gated(const VariantSpec& v) { return v.name == "SiluUp"; }
 bool scaled(const VariantSpec& v) { return v.name == "RowScaleF32"; }
 
-ops::WeightLayout layout_of(const WorkloadSpec& w) {
-  const std::string& l = w.params.at("layout");
-  if (l == "nk") return ops::WeightLayout::kNK;
-  if (l == "kn") return ops::WeightLayout::kKN;
-  throw Error(ErrorKind::kInvalidArgument, fmt::format("{}: workload '{}': layout '{}' is not nk or kn", kOp, w.name, l));
+// True for the second of a two-valued workload parameter, false for the
+// first; anything else is an error naming the workload and the values.
+bool second_choice(const WorkloadSpec& w, const char* key, const char* first, const char* second) {
+  const std::string& v = w.params.at(key);
+  if (v != first && v != second)
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("{}: workload '{}': {} '{}' is not {} or {}", kOp, w.name, key, v, first, second));
+  return v == second;
 }
 
-bool per_expert(const WorkloadSpec& w) {
-  const std::string& f = w.params.at("weights");
-  if (f != "stacked" && f != "per_expert")
-    throw Error(ErrorKind::kInvalidArgument,
-                fmt::format("{}: workload '{}': weights '{}' is not stacked or per_expert", kOp, w.name, f));
-  return f == "per_expert";
+// layout: nk ([E, N, K], nn.Linear) or kn ([E, K, N], the race's).
+ops::WeightLayout layout_of(const WorkloadSpec& w) {
+  return second_choice(w, "layout", "nk", "kn") ? ops::WeightLayout::kKN : ops::WeightLayout::kNK;
 }
+
+// weights: stacked (one tensor) or per_expert (one pointer per expert).
+bool per_expert(const WorkloadSpec& w) { return second_choice(w, "weights", "stacked", "per_expert"); }
 
 // a_rows: gathered (A = the tokens [T, K], read through a_index, as the gate/up
 // projection does) or contiguous (A = [rows, K] in layout order, no a_index:
 // the layer's down projection reading the intermediate).
-bool contiguous_a(const WorkloadSpec& w) {
-  const std::string& f = w.params.at("a_rows");
-  if (f != "gathered" && f != "contiguous")
-    throw Error(ErrorKind::kInvalidArgument,
-                fmt::format("{}: workload '{}': a_rows '{}' is not gathered or contiguous", kOp, w.name, f));
-  return f == "contiguous";
-}
+bool contiguous_a(const WorkloadSpec& w) { return second_choice(w, "a_rows", "gathered", "contiguous"); }
 
 class MoeGroupedGemmAdapter final : public OpAdapter {
  public:
