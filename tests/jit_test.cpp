@@ -6,13 +6,17 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <deque>
 #include <fstream>
+#include <set>
 
 #include "test_util.h"
 #include "tilecraft/jit/compiler.h"
 #include "tilecraft/jit/embedded_sources.h"
 #include "tilecraft/jit/hash.h"
 #include "tilecraft/jit/jit.h"
+#include "tilecraft/harness/precompile.h"
+#include "tilecraft/harness/runner.h"
 
 using namespace tilecraft;
 using namespace tilecraft::jit;
@@ -198,4 +202,31 @@ TEST(JitCache, ConcurrentProcessesLeaveOneValidEntry) {
   clear_memory_cache();
   auto k = compile(fill_spec("tc::fp8_e4m3"), {}, "sm_90a");
   EXPECT_TRUE(k->disk_hit);
+}
+
+// Precompiling a selection: each distinct kernel compiled once (no errors),
+// then served from memory to the case that launches it.
+TEST(JitPrecompile, CompilesEachDistinctKernelOnceForTheCases) {
+  ScopedCacheDir cache("jit-precompile");
+  auto m = harness::Manifest::load();
+  std::deque<harness::WorkloadSpec> storage;
+  harness::Selection s;
+  s.op = "moe_grouped_gemm";
+  s.workload = "prefill-kn-tails";
+  const auto cases = harness::select_cases(m, s, storage);
+  ASSERT_EQ(cases.size(), 3u);
+  const auto items = harness::precompile(cases, {}, "sm_90a", 2);
+  ASSERT_FALSE(items.empty());
+  std::set<std::string> names;
+  for (auto& it : items) {
+    EXPECT_TRUE(it.kernel) << it.spec.name_expression() << ": " << it.error;
+    EXPECT_TRUE(names.insert(it.spec.name_expression()).second) << "compiled twice: " << it.spec.name_expression();
+    if (it.kernel) {
+      EXPECT_EQ(compile(it.spec, {}, "sm_90a").get(), it.kernel.get());  // a memory hit
+    }
+  }
+  harness::RunOptions bad;
+  bad.config = {{"sm90", 7}};
+  EXPECT_TRUE(harness::precompile(cases, bad, "sm_90a", 2).empty());  // refused configs: reported when run
+  TC_EXPECT_ERROR(harness::precompile(cases, bad, "sm_90a", 2, true), ErrorKind::kInvalidArgument, "sm90", "7");
 }

@@ -4,7 +4,9 @@
 
 #include <filesystem>
 
+#include "tilecraft/harness/precompile.h"
 #include "tilecraft/harness/runner.h"
+#include "tilecraft/runtime/device.h"
 
 namespace tilecraft::test {
 std::string temp_dir(const std::string& name) {
@@ -24,7 +26,9 @@ int run_selected(const harness::Selection& s, DeviceType backend, const std::map
   checked.checked = true;
   checked.config = config;
   int n = 0;
-  for (auto& c : harness::select_cases(m, s, storage)) {
+  const auto cases = harness::select_cases(m, s, storage);
+  if (backend == DeviceType::kCUDA) harness::precompile(cases, checked, rt::device_info(0).arch());
+  for (auto& c : cases) {
     auto r = harness::run_correctness(c, backend, checked, env);
     EXPECT_EQ(r["status"].get<std::string>(), "pass") << r.dump();
     ++n;

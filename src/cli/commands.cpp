@@ -15,6 +15,7 @@
 #include "tilecraft/error.h"
 #include "tilecraft/harness/ceilings.h"
 #include "tilecraft/harness/env.h"
+#include "tilecraft/harness/precompile.h"
 #include "tilecraft/harness/report.h"
 #include "tilecraft/jit/jit.h"
 #include "tilecraft/jit/embedded_sources.h"
@@ -87,49 +88,28 @@ std::string shape_summary(const nlohmann::json& r) {
 
 // Compiles the kernels of `cases` (deduplicated), in parallel; one record each.
 Records compile_cases(const std::vector<Case>& cases, const Options& o, const std::string& arch, Console& con) {
-  harness::RunOptions ro = o.run_options(false);
-  struct Item { std::string op; jit::KernelSpec spec; };
-  std::vector<Item> items;
-  std::set<std::string> seen;
-  for (auto& c : cases) {
-    for (bool checked : {false, true}) {  // tests run checked, benchmarks unchecked
-      ro.checked = checked;
-      for (auto& k : harness::adapter_for(c.op->name).kernels(c, ro))
-        if (seen.insert(k.name_expression()).second) items.push_back({c.op->name, k});
+  const harness::RunOptions ro = o.run_options(false);
+  const auto items = harness::precompile(cases, ro, arch, 0, true);
+  Records recs;
+  for (auto& it : items) {
+    nlohmann::json r{{"kind", "compile"}, {"op", it.op}, {"config", it.spec.config},
+                     {"kernel", it.spec.name_expression()}, {"arch", arch}, {"options", ro.compile.str()}};
+    if (const auto& k = it.kernel) {
+      r["registers"] = k->resources.registers;
+      r["spill_store_bytes"] = k->resources.spill_store_bytes;
+      r["spill_load_bytes"] = k->resources.spill_load_bytes;
+      r["smem_bytes"] = k->resources.smem_static_bytes;
+      r["stack_bytes"] = k->resources.stack_frame_bytes;
+      r["compile_ms"] = k->compile_ms;
+      r["cache"] = k->disk_hit ? "hit" : "miss";
+      r["key"] = k->key.substr(0, 16);
+      r["status"] = "ok";
+    } else {
+      r["status"] = "error";
+      r["error"] = it.error;
     }
+    recs.push_back(r);
   }
-  Records recs(items.size());
-  std::atomic<size_t> next{0};
-  std::mutex mu;
-  std::string first_error;
-  auto worker = [&] {
-    for (size_t i; (i = next++) < items.size();) {
-      nlohmann::json r{{"kind", "compile"}, {"op", items[i].op}, {"config", items[i].spec.config},
-                       {"kernel", items[i].spec.name_expression()}, {"arch", arch}, {"options", ro.compile.str()}};
-      try {
-        auto k = jit::compile(items[i].spec, ro.compile, arch);
-        r["registers"] = k->resources.registers;
-        r["spill_store_bytes"] = k->resources.spill_store_bytes;
-        r["spill_load_bytes"] = k->resources.spill_load_bytes;
-        r["smem_bytes"] = k->resources.smem_static_bytes;
-        r["stack_bytes"] = k->resources.stack_frame_bytes;
-        r["compile_ms"] = k->compile_ms;
-        r["cache"] = k->disk_hit ? "hit" : "miss";
-        r["key"] = k->key.substr(0, 16);
-        r["status"] = "ok";
-      } catch (const Error& e) {
-        r["status"] = "error";
-        r["error"] = e.what();
-        std::lock_guard<std::mutex> lock(mu);
-        if (first_error.empty()) first_error = e.what();
-      }
-      recs[i] = r;
-    }
-  };
-  unsigned n = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> pool;
-  for (unsigned i = 0; i < n; ++i) pool.emplace_back(worker);
-  for (auto& t : pool) t.join();
   con.line(fmt::format("{:<58} {:>4} {:>6} {:>6} {:>6} {:>9} {:>5}", "kernel config", "regs", "spill", "smem",
                        "stack", "compile", "cache"));
   int errors = 0;
@@ -148,6 +128,15 @@ Records compile_cases(const std::vector<Case>& cases, const Options& o, const st
   return recs;
 }
 
+// The cases' kernels compiled up front on all cores (a fresh machine would
+// otherwise compile them one by one as the cases reach them).
+void precompile_for_gpu(const std::vector<Case>& cases, const harness::RunOptions& ro, Console& con) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto items = harness::precompile(cases, ro, rt::device_info(0).arch());
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (s > 1.0) con.line(fmt::format("compiled {} kernels in {:.1f} s", items.size(), s));
+}
+
 Records test_cases(const std::vector<Case>& cases, DeviceType backend, const Options& o, const harness::EnvInfo& env,
                    Console& con, int& failed) {
   Records recs;
@@ -155,6 +144,7 @@ Records test_cases(const std::vector<Case>& cases, DeviceType backend, const Opt
   int passed = 0;
   failed = 0;
   auto ro = o.run_options(true);
+  if (backend == DeviceType::kCUDA) precompile_for_gpu(cases, ro, con);
   for (size_t i = 0; i < cases.size(); ++i) {
     nlohmann::json r = harness::run_correctness(cases[i], backend, ro, env);
     r["kind"] = "correctness";
@@ -201,6 +191,7 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
   Records recs;
   Progress p{cases.size()};
   auto ro = o.run_options(false);
+  if (backend == DeviceType::kCUDA) precompile_for_gpu(cases, ro, con);
   for (size_t i = 0; i < cases.size(); ++i) {
     nlohmann::json r = harness::run_bench(cases[i], backend, ro, ctx, env);
     r["kind"] = "bench";
