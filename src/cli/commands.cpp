@@ -129,10 +129,12 @@ Records compile_cases(const std::vector<Case>& cases, const Options& o, const st
 }
 
 // The cases' kernels compiled up front on all cores (a fresh machine would
-// otherwise compile them one by one as the cases reach them).
-void precompile_for_gpu(const std::vector<Case>& cases, const harness::RunOptions& ro, Console& con) {
+// otherwise compile them one by one as the cases reach them). `tilecraft
+// run` has its own compile step and does not need this.
+void precompile_for_gpu(const std::vector<Case>& cases, DeviceType backend, const Options& o, Console& con) {
+  if (backend != DeviceType::kCUDA) return;
   const auto t0 = std::chrono::steady_clock::now();
-  const auto items = harness::precompile(cases, ro, rt::device_info(0).arch());
+  const auto items = harness::precompile(cases, o.run_options(false), rt::device_info(0).arch());
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (s > 1.0) con.line(fmt::format("compiled {} kernels in {:.1f} s", items.size(), s));
 }
@@ -144,7 +146,6 @@ Records test_cases(const std::vector<Case>& cases, DeviceType backend, const Opt
   int passed = 0;
   failed = 0;
   auto ro = o.run_options(true);
-  if (backend == DeviceType::kCUDA) precompile_for_gpu(cases, ro, con);
   for (size_t i = 0; i < cases.size(); ++i) {
     nlohmann::json r = harness::run_correctness(cases[i], backend, ro, env);
     r["kind"] = "correctness";
@@ -191,7 +192,6 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
   Records recs;
   Progress p{cases.size()};
   auto ro = o.run_options(false);
-  if (backend == DeviceType::kCUDA) precompile_for_gpu(cases, ro, con);
   for (size_t i = 0; i < cases.size(); ++i) {
     nlohmann::json r = harness::run_bench(cases[i], backend, ro, ctx, env);
     r["kind"] = "bench";
@@ -311,6 +311,7 @@ struct Session {
 int cmd_test(const Options& o) {
   Session s(o, "testing");
   int failed = 0;
+  precompile_for_gpu(s.sel->cases, s.backend, o, s.con);
   test_cases(s.sel->cases, s.backend, o, s.env, s.con, failed);
   return failed ? 1 : 0;
 }
@@ -318,6 +319,7 @@ int cmd_test(const Options& o) {
 int cmd_bench(const Options& o) {
   Session s(o, "timing");
   std::optional<harness::Ceilings> ceilings;
+  precompile_for_gpu(s.sel->cases, s.backend, o, s.con);
   auto recs = bench_cases(s.sel->cases, s.backend, o, s.env, o.timing(), s.con, ceilings);
   for (auto& r : recs)
     if (r["status"] != "ok") return 1;
