@@ -62,11 +62,12 @@ TEST(GpuMoeGroupedGemm, WarpSpecialisedKernel) {
 }
 
 // Persistent CTAs (one per SM, several tiles each, the ring's phases running
-// on across tiles) and one CTA per tile, in both CTA orders, A gathered
+// on across tiles; tiles from a static walk or the dynamic counter) and one
+// CTA per tile, in both CTA orders, A gathered
 // (cp.async) and contiguous (TMA).
 TEST(GpuMoeGroupedGemm, PersistentWarpSpecialisedKernel) {
   TC_REQUIRE_GPU();
-  for (int persistent : {1, 0})
+  for (int persistent : {2, 1, 0})
     for (int g : {8, 0})
       for (const char* w : {"many-tiles", "many-tiles-contiguous"})
         EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w,

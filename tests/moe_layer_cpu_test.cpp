@@ -173,7 +173,9 @@ TEST(MoeGroupedGemmCpu, WarpSpecialisedConfig) {
     o.persistent = 1, o.sm90 = 1;
     TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, o, 9), ErrorKind::kInvalidArgument, "persistent", "sm90=1");
     o.persistent = 2, o.sm90 = 2;
-    TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, o, 9), ErrorKind::kInvalidArgument, "persistent", "2");
+    EXPECT_NE(ops::moe_grouped_gemm_config(g, o, 9).str().find("persistent-dynamic"), std::string::npos);
+    o.persistent = 3;
+    TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, o, 9), ErrorKind::kInvalidArgument, "persistent", "3");
   }
   EXPECT_NE(c.str().find("tma-weights"), std::string::npos) << c.str();
   EXPECT_EQ(spec.template_args.back(), "false");  // A gathered through a_index: cp.async

@@ -20,6 +20,10 @@ struct GroupedGemmParams {
   // tiles); CTA b computes tiles b, b + gridDim.x, ... (persistent when the
   // grid is smaller than this). Last, so the other kernels' offsets stay put.
   long long tiles_total;
+  // Dynamic tile scheduler (persistent=2), or null: [0] the next tile to hand
+  // out, [1] CTAs done fetching; the last CTA to finish resets both to 0, so
+  // the pair is ready for the next launch that uses it.
+  unsigned* sched;
 };
 
 // Per-expert weight base pointers (the race's layout: one tensor per expert),

@@ -82,8 +82,9 @@ struct GroupedGemmSm90Ws {
   static constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups
   static constexpr int kB = Base::kB, kAcc = Base::kAcc, kABytes = Base::kABytes, kBBytes = Base::kBBytes;
   static constexpr int kStageBytes = Base::kStageBytes;
-  // Ring, A-row sources, then 2 * STAGES mbarriers; + alignment slack.
-  static constexpr int kSmemBytes = STAGES * kStageBytes + BM * 4 + 2 * STAGES * 8 + 1024;
+  // Ring, A-row sources, 2 * STAGES stage mbarriers, 4 tile-ring mbarriers
+  // and 2 tile indices; + alignment slack.
+  static constexpr int kSmemBytes = STAGES * kStageBytes + BM * 4 + 2 * STAGES * 8 + 48 + 1024;
 
   // 128 producer threads: thread (r0 = tid / 8, ch = tid % 8) copies chunk
   // column ch of rows r0 + 16 j (A; B layout 0) or of k row r0 + 16 (j % 4)
@@ -173,10 +174,45 @@ struct GroupedGemmSm90Ws {
     }
   }
 
-  // Tiles b, b + gridDim.x, ... of p.tiles_total (persistent when the grid
-  // is smaller). Both roles walk the same tiles and count k-steps g across
-  // them, so slot g % STAGES and its phases run on unbroken; the producer
+  // Tile j of this CTA (j = 0, 1, ...): with the static walk blockIdx.x + j *
+  // gridDim.x; with the dynamic scheduler (p.sched) the producer's thread 0
+  // takes the next index from a global counter and publishes it in a ring of
+  // kTileRing slots (tfull: 1 arrival; tempty: one per consumer warp), so
+  // every role walks the same tiles in the order they were handed out and
+  // the CTAs resident at one time stay on neighbouring tiles (L2 sharing).
+  // An index >= tiles_total ends the walk. Both roles count k-steps g across
+  // tiles, so slot g % STAGES and its phases run on unbroken; the producer
   // fills the next tile's stages while the consumers store this one.
+  static constexpr int kTileRing = 2;
+  struct Sched {
+    long long* ring;
+    unsigned long long *tfull, *tempty;
+  };
+  // Producer thread 0: publish tile j.
+  static __device__ __forceinline__ void publish_tile(const GroupedGemmParams& p, const Sched& q, int j) {
+    const int s = j % kTileRing;
+    if (j >= kTileRing) mbar_wait(q.tempty + s, unsigned(j / kTileRing - 1) & 1u);
+    const long long idx = atomicAdd(p.sched, 1u);
+    q.ring[s] = idx;
+    mbar_arrive(q.tfull + s);
+    if (idx >= p.tiles_total) {  // this CTA's last fetch; the last CTA resets the pair
+      __threadfence();
+      if (atomicAdd(p.sched + 1, 1u) == gridDim.x - 1) {
+        atomicExch(p.sched, 0u);
+        atomicExch(p.sched + 1, 0u);
+      }
+    }
+  }
+  // Consumer: read tile j (every thread waits, lane 0 of each warp releases).
+  static __device__ __forceinline__ long long read_tile(const Sched& q, int j) {
+    const int s = j % kTileRing;
+    mbar_wait(q.tfull + s, unsigned(j / kTileRing) & 1u);
+    const long long idx = q.ring[s];
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) mbar_arrive(q.tempty + s);
+    return idx;
+  }
+
   static __device__ __forceinline__ void run(const Launch& L) {
     const GroupedGemmParams& p = L.p;
     extern __shared__ __align__(1024) char smem_raw[];
@@ -184,12 +220,16 @@ struct GroupedGemmSm90Ws {
     int* src = reinterpret_cast<int*>(smem + STAGES * kStageBytes);
     unsigned long long* full = reinterpret_cast<unsigned long long*>(src + BM);  // BM * 4 is a multiple of 8
     unsigned long long* empty = full + STAGES;
+    const Sched q{reinterpret_cast<long long*>(empty + STAGES + 2 * kTileRing), empty + STAGES,
+                  empty + STAGES + kTileRing};
     if (threadIdx.x == 0) {
       for (int s = 0; s < STAGES; ++s) mbar_init(full + s, TMA_A ? 1 : TMA ? 129 : 128), mbar_init(empty + s, 8);
+      for (int s = 0; s < kTileRing; ++s) mbar_init(q.tfull + s, 1), mbar_init(q.tempty + s, 8);
       mbar_init_fence();
     }
     __syncthreads();
 
+    const bool dynamic = p.sched != nullptr;
     const int tiles = p.num_tiles ? *p.num_tiles : (p.M + BM - 1) / BM;
     const int kt = (p.K + kGemmBK - 1) / kGemmBK;
     const int wg = threadIdx.x / 128;
@@ -198,7 +238,10 @@ struct GroupedGemmSm90Ws {
     if (wg == 0) {  // producer
       if constexpr (TMA_A) {  // one thread issues every copy
         if (threadIdx.x != 0) return;
-        for (long long idx = blockIdx.x; idx < p.tiles_total; idx += gridDim.x) {
+        for (int j = 0;; ++j) {
+          long long idx = blockIdx.x + (long long)j * gridDim.x;
+          if (dynamic) publish_tile(p, q, j), idx = q.ring[j % kTileRing];
+          if (idx >= p.tiles_total) break;
           if (!gemm_tile_at(p, idx, tiles, BM, BN, tile)) continue;
           for (int t = 0; t < kt; ++t, ++g) {
             const unsigned s = g % STAGES;
@@ -208,11 +251,16 @@ struct GroupedGemmSm90Ws {
         }
         return;
       }
-      for (long long idx = blockIdx.x; idx < p.tiles_total; idx += gridDim.x) {
-        if (!gemm_tile_at(p, idx, tiles, BM, BN, tile)) continue;
-        // The tile's A sources, shared by the producer warpgroup only (named
-        // barrier 1): every thread made its previous plan before this write.
+      for (int j = 0;; ++j) {
+        // Named barrier 1 (the producer warpgroup): every thread made its
+        // previous plan and read the previous index before thread 0 publishes
+        // the next one and the sources are rewritten.
         asm volatile("bar.sync 1, 128;\n" ::: "memory");
+        if (dynamic && threadIdx.x == 0) publish_tile(p, q, j);
+        if (dynamic) asm volatile("bar.sync 1, 128;\n" ::: "memory");
+        const long long idx = dynamic ? q.ring[j % kTileRing] : blockIdx.x + (long long)j * gridDim.x;
+        if (idx >= p.tiles_total) break;
+        if (!gemm_tile_at(p, idx, tiles, BM, BN, tile)) continue;
         gemm_tile_sources(p, tile.row0, BM, src);
         asm volatile("bar.sync 1, 128;\n" ::: "memory");
         const T* b[2] = {nullptr, nullptr};
@@ -238,13 +286,15 @@ struct GroupedGemmSm90Ws {
 
     const int cw = wg - 1;  // consumer 0 or 1: its 64-row half (BM = 128) or column half (BM = 64)
     const bool releaser = threadIdx.x % 32 == 0;  // one arrival per consumer warp
-    for (long long idx = blockIdx.x; idx < p.tiles_total; idx += gridDim.x) {
+    for (int j = 0;; ++j) {
+      const long long idx = dynamic ? read_tile(q, j) : blockIdx.x + (long long)j * gridDim.x;
+      if (idx >= p.tiles_total) break;
       if (!gemm_tile_at(p, idx, tiles, BM, BN, tile)) continue;
       float acc[kB][kAcc];
 #pragma unroll
       for (int m = 0; m < kB; ++m)
 #pragma unroll
-        for (int j = 0; j < kAcc; ++j) acc[m][j] = 0.f;
+        for (int jj = 0; jj < kAcc; ++jj) acc[m][jj] = 0.f;
       for (int t = 0; t < kt; ++t, ++g) {
         const unsigned s = g % STAGES;
         mbar_wait(full + s, (g / STAGES) & 1u);

@@ -58,8 +58,9 @@ struct MoeGroupedGemmConfig {
   int sm90 = -1;
   int tma = -1;
   // Warp-specialised kernel: 1 = one CTA per SM loops over the tiles (the
-  // producer loads the next tile while the consumers store this one), 0 = one
-  // CTA per tile, -1 = choose (0: measured faster so far). A launch
+  // producer loads the next tile while the consumers store this one) in a
+  // static walk, 2 = the same with tiles handed out by a global counter, 0 =
+  // one CTA per tile, -1 = choose (0: measured faster so far). A launch
   // parameter, like group_m.
   int persistent = -1;
   // CTA order (a launch parameter, not compiled in): 0 = row tile x column

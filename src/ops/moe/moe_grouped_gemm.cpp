@@ -2,6 +2,8 @@
 
 #include <climits>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "moe/grouped_gemm_params.cuh"
 #include "ops/check.h"
@@ -63,8 +65,9 @@ int launch_table(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c) {
 int smem_bytes(const MoeGroupedGemmConfig& c, bool dual) {
   const int ring = c.stages * (c.block_m * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2) + c.block_m * 4;
   // sm90: slack to align the ring to 1024 bytes (swizzle atoms); the
-  // warp-specialised kernel adds a full and an empty mbarrier per stage.
-  return c.sm90 ? ring + 1024 + (c.sm90 == 2 ? 16 * c.stages : 0) : ring;
+  // warp-specialised kernel adds a full and an empty mbarrier per stage and
+  // its tile ring (4 mbarriers, 2 indices).
+  return c.sm90 ? ring + 1024 + (c.sm90 == 2 ? 16 * c.stages + 48 : 0) : ring;
 }
 
 void check_weights(const ExpertWeights& w, const char* arg, DType dtype, int64_t N, int64_t K, DeviceType backend) {
@@ -119,7 +122,8 @@ std::string MoeGroupedGemmConfig::str() const {
   if (sm90 == 1) return fmt::format("wgmma bm={} bn={} bk={} stages={} warpgroups=2", block_m, block_n, kBK, stages);
   if (sm90 == 2)
     return fmt::format("wgmma-ws bm={} bn={} bk={} stages={} warpgroups=1+2{}{}", block_m, block_n, kBK, stages,
-                       tma == 2 ? " tma-a+weights" : tma == 1 ? " tma-weights" : "", persistent == 1 ? " persistent" : "");
+                       tma == 2 ? " tma-a+weights" : tma == 1 ? " tma-weights" : "",
+                       persistent == 2 ? " persistent-dynamic" : persistent == 1 ? " persistent" : "");
   return fmt::format("mma bm={} bn={} bk={} stages={} warps={}x{}", block_m, block_n, kBK, stages, warps_m, warps_n);
 }
 
@@ -246,9 +250,10 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   TC_CHECK_ARG(over.tma < 1 || (c.sm90 == 2 && tma_ok(a)), kOp, "tma",
                "TMA only in the warp-specialised kernel (sm90=2), with stacked weights or at most 64 per-expert tensors",
                fmt::format("sm90={}, {} expert tensors", c.sm90, a.w.stacked ? 0 : a.w.per_expert.size()));
-  TC_CHECK_ARG(over.persistent >= -1 && over.persistent <= 1, kOp, "persistent", "0, 1 or -1 (choose)",
+  TC_CHECK_ARG(over.persistent >= -1 && over.persistent <= 2, kOp, "persistent",
+               "0 (one CTA per tile), 1 (static walk), 2 (dynamic tile counter) or -1 (choose)",
                std::to_string(over.persistent));
-  TC_CHECK_ARG(over.persistent != 1 || c.sm90 == 2, kOp, "persistent",
+  TC_CHECK_ARG(over.persistent < 1 || c.sm90 == 2, kOp, "persistent",
                "a persistent grid only for the warp-specialised kernel (sm90=2)", fmt::format("sm90={}", c.sm90));
   TC_CHECK_ARG(over.tma != 2 || !a.a_index, kOp, "tma",
                "A by TMA (tma=2) only for A rows read in layout order (no a_index)", "an a_index");
@@ -273,7 +278,7 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
     // sharing; race case 1 gate/up measured 14.7 ms against 13.1 ms with one
     // CTA per tile (H200, docs/perf/fused_moe.md). A dynamic tile counter is
     // the next step.
-    c.persistent = c.sm90 == 2 && over.persistent == 1;
+    c.persistent = c.sm90 == 2 && over.persistent >= 1 ? over.persistent : 0;
     const int stage = c.block_m * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2;
     c.stages = over.stages ? over.stages : std::min(6, 200 * 1024 / stage);
     TC_CHECK_ARG(c.block_n == 64 || c.block_n == 128 || c.block_n == 256, kOp, "block_n",
@@ -336,6 +341,25 @@ jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const 
            std::to_string(c.warps_n), std::to_string(c.stages), lay, gated, vec ? "true" : "false",
            std::to_string(table)},
           cfg};
+}
+
+// A zeroed pair of tile counters for one launch of the dynamic scheduler.
+// Each launch takes the next of kCounterPairs pairs on its device, and the
+// kernel's last CTA zeroes its pair again, so a pair is reused only 4096
+// launches later (long finished; the one hazard is 4096 launches in flight
+// at once). Graph capture records the pair, and each replay leaves it zeroed.
+unsigned* tile_counters(int device) {
+  constexpr int kCounterPairs = 4096;
+  static std::mutex mu;
+  static std::map<int, std::pair<CUdeviceptr, unsigned>> per_device;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& [base, next] = per_device[device];
+  if (!base) {
+    TC_DRV(cuMemAlloc, &base, size_t(kCounterPairs) * 2 * sizeof(unsigned));
+    TC_DRV(cuMemsetD8, base, 0, size_t(kCounterPairs) * 2 * sizeof(unsigned));
+  }
+  const unsigned slot = next++ % kCounterPairs;
+  return reinterpret_cast<unsigned*>(base) + 2 * slot;
 }
 
 // One tensor map over `experts` matrices at `base`, `expert_bytes` apart:
@@ -443,8 +467,9 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
     // 1-D walk over the tiles; persistent: one CTA per SM (the ring fills
     // the SM's shared memory) loops over them.
     const int64_t sms = rt::device_info(a.a.device.index).sm_count;
-    grid_x = unsigned(c.persistent == 1 ? std::min<int64_t>(p.tiles_total, std::max<int64_t>(sms, 1)) : p.tiles_total);
+    grid_x = unsigned(c.persistent >= 1 ? std::min<int64_t>(p.tiles_total, std::max<int64_t>(sms, 1)) : p.tiles_total);
     grid_y = 1;
+    if (c.persistent == 2) p.sched = tile_counters(a.a.device.index);
   } else if (c.group_m > 0) {
     grid_x *= grid_y, grid_y = 1;
   }
