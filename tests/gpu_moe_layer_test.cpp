@@ -76,6 +76,19 @@ TEST(GpuMoeGroupedGemm, PersistentWarpSpecialisedKernel) {
             << w << " persistent=" << persistent << " group_m=" << g;
 }
 
+// Split K on the mma.sync kernel: whole and ragged K slices, both layouts,
+// per-expert pointer tables (64 and 512 entries), scalar loads, empty experts.
+TEST(GpuMoeGroupedGemm, SplitK) {
+  TC_REQUIRE_GPU();
+  for (int splits : {2, 3, 7})
+    for (const char* w : {"decode-t1", "small-uniform", "odd-shapes", "odd-shapes-kn", "empty-experts",
+                          "many-experts-per-expert", "race-layout-small"})
+      EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w,
+                                                 {{"sm90", 0}, {"k_splits", splits}}),
+                3)
+          << w << " k_splits=" << splits;
+}
+
 TEST(GpuFusedMoe, SmokeCases) {
   TC_REQUIRE_GPU();
   EXPECT_GT(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA), 8);

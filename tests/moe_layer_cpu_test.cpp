@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "test_util.h"
+#include "tilecraft/jit/jit.h"
 #include "tilecraft/ops/fused_moe.h"
 #include "tilecraft/ops/moe_grouped_gemm.h"
 
@@ -239,6 +240,41 @@ TEST(MoeGroupedGemmCpu, HugeExpertsPickAKernelThatAddressesThem) {
   ops::MoeGroupedGemmConfig ws;
   ws.sm90 = 2;
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, ws, 9), ErrorKind::kInvalidArgument, "sm90", "2^31");
+}
+
+// Split K: opt-in on the mma.sync kernel only; its kernel and the reduce
+// compile for sm_90a.
+TEST(MoeGroupedGemmCpu, SplitKConfig) {
+  HostTensor a(DType::kBF16, {4, 1024}), w(DType::kBF16, {8, 384, 1024}), out(DType::kBF16, {128, 384});
+  HostTensor tiles(DType::kI32, {8}), idx(DType::kI32, {128});
+  ops::MoeGroupedGemmArgs g;
+  g.a = a.view();
+  g.w.stacked = w.view();
+  g.w_up = ops::ExpertWeights{w.view(), {}, ops::WeightLayout::kNK};
+  g.out = out.view();
+  g.tile_expert = tiles.view();
+  g.a_index = idx.view();
+  ops::MoeGroupedGemmConfig over;
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).k_splits, 1);
+  over.k_splits = 4;
+  const auto c = ops::moe_grouped_gemm_config(g, over, 9);
+  EXPECT_EQ(c.k_splits, 4);
+  EXPECT_NE(c.str().find("split-k=4"), std::string::npos) << c.str();
+  const auto spec = ops::moe_grouped_gemm_kernel_spec(g, c);
+  EXPECT_EQ(spec.function, "tc::moe::grouped_gemm_split_kernel");
+  EXPECT_EQ(jit::compile(spec, {}, "sm_90a")->resources.spill_store_bytes, 0);
+  for (const char* out_t : {"tc::bf16", "float"})
+    EXPECT_NO_THROW(jit::compile({"moe/grouped_gemm.cuh", "tc::moe::grouped_gemm_split_reduce_kernel",
+                                  {out_t, "16", "true", "false"}, "reduce"},
+                                 {}, "sm_90a"));
+  over.k_splits = 65;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "k_splits", "65");
+  HostTensor one_tile(DType::kI32, {1});  // 128-row tiles: a wgmma kernel by default
+  g.tile_expert = one_tile.view();
+  over.k_splits = 2;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "k_splits", "sm90=2");
+  over.sm90 = 0;
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).k_splits, 2);
 }
 
 TEST(FusedMoeCpu, KernelsForSm90a) {

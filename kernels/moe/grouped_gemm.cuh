@@ -144,7 +144,7 @@ __device__ __forceinline__ const T* gemm_expert_weights(const GroupedGemmLaunch<
 }
 
 template <typename T, typename OutT, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, int LAYOUT, bool DUAL,
-          bool VEC, int TABLE>
+          bool VEC, int TABLE, bool SPLIT = false>
 struct GroupedGemm {
   static constexpr int kThreads = WARPS_M * WARPS_N * Target::kWarpSize;
   static constexpr int kB = DUAL ? 2 : 1;
@@ -166,8 +166,9 @@ struct GroupedGemm {
     int row0, col0;
   };
 
-  // Stage `s` <- K columns [k0, k0 + 64) of the A rows and B columns of this tile.
-  static __device__ __forceinline__ void load_stage(const Ctx& x, char* stage, int k0) {
+  // Stage `s` <- K columns [k0, k0 + 64) of the A rows and B columns of this
+  // tile; columns from `kend` on read zeros (the K edge, or this CTA's split).
+  static __device__ __forceinline__ void load_stage(const Ctx& x, char* stage, int k0, int kend) {
     const GroupedGemmParams& p = x.p;
     const int tid = threadIdx.x;
     const T* a = static_cast<const T*>(p.a);
@@ -177,7 +178,7 @@ struct GroupedGemm {
       const int src = x.src[r];
       char* dst = stage + swizzle(r, ch, kGemmBK * 2);
       const T* g = a + (long long)(src < 0 ? 0 : src) * p.lda + k;
-      copy_chunk(dst, g, src >= 0, p.K - k);
+      copy_chunk(dst, g, src >= 0, kend - k);
     }
     // B: per matrix, BN x 64 (NK) or 64 x BN (KN).
 #pragma unroll
@@ -190,10 +191,10 @@ struct GroupedGemm {
         char* dst = bs + swizzle(r, ch, kBRowBytes);
         if constexpr (LAYOUT == 0) {  // row r = output column col0 + r; chunk along K
           const int n = x.col0 + r, k = k0 + ch * 8;
-          copy_chunk(dst, x.b[m] + (long long)(n < p.N ? n : 0) * p.ldb + k, n < p.N, p.K - k);
+          copy_chunk(dst, x.b[m] + (long long)(n < p.N ? n : 0) * p.ldb + k, n < p.N, kend - k);
         } else {  // row r = K index k0 + r; chunk along N
           const int k = k0 + r, n = x.col0 + ch * 8;
-          copy_chunk(dst, x.b[m] + (long long)(k < p.K ? k : 0) * p.ldb + n, k < p.K, p.N - n);
+          copy_chunk(dst, x.b[m] + (long long)(k < kend ? k : 0) * p.ldb + n, k < kend, p.N - n);
         }
       }
     }
@@ -240,6 +241,28 @@ struct GroupedGemm {
     }
   }
 
+  // SPLIT: this CTA's raw accumulators (every matrix) into its K slice.
+  static __device__ __forceinline__ void store_partial(const GroupedGemmParams& p, const float (&acc)[kB][MI][NI][4],
+                                                       int wm, int wn, int lane, int row0, int col0) {
+#pragma unroll
+    for (int m = 0; m < kB; ++m) {
+      float* slice = p.partial + (long long)(blockIdx.z * kB + m) * p.M * p.N;
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = row0 + wm * WM + mi * 16 + (lane >> 2) + h * 8;
+          if (row >= p.M) continue;
+#pragma unroll
+          for (int ni = 0; ni < NI; ++ni) {
+            const int col = col0 + wn * WN + ni * 8 + (lane & 3) * 2;
+            if (col < p.N) slice[(long long)row * p.N + col] = acc[m][mi][ni][2 * h];
+            if (col + 1 < p.N) slice[(long long)row * p.N + col + 1] = acc[m][mi][ni][2 * h + 1];
+          }
+        }
+    }
+  }
+
   static __device__ __forceinline__ void run(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L) {
     const GroupedGemmParams& p = L.p;
     extern __shared__ __align__(128) char smem[];
@@ -264,10 +287,12 @@ struct GroupedGemm {
 #pragma unroll
           for (int j = 0; j < 4; ++j) acc[m][mi][ni][j] = 0.f;
 
-    const int kt = (p.K + kGemmBK - 1) / kGemmBK;
+    const int kbeg = SPLIT ? int(blockIdx.z) * p.k_per_split : 0;
+    const int kend = SPLIT ? min(p.K, kbeg + p.k_per_split) : p.K;
+    const int kt = kend > kbeg ? (kend - kbeg + kGemmBK - 1) / kGemmBK : 0;
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-      if (s < kt) load_stage(x, smem + s * kStageBytes, s * kGemmBK);
+      if (s < kt) load_stage(x, smem + s * kStageBytes, kbeg + s * kGemmBK, kend);
       cp_async_commit();
     }
     const int warp = threadIdx.x / Target::kWarpSize, lane = threadIdx.x % Target::kWarpSize;
@@ -276,11 +301,15 @@ struct GroupedGemm {
       cp_async_wait<STAGES - 2>();
       __syncthreads();  // stage t landed for all threads; stage t-1 is free
       const int next = t + STAGES - 1;
-      if (next < kt) load_stage(x, smem + (next % STAGES) * kStageBytes, next * kGemmBK);
+      if (next < kt) load_stage(x, smem + (next % STAGES) * kStageBytes, kbeg + next * kGemmBK, kend);
       cp_async_commit();
       compute_stage(smem + (t % STAGES) * kStageBytes, acc, wm, wn, lane);
     }
     cp_async_wait<0>();
+    if constexpr (SPLIT) {
+      store_partial(p, acc, wm, wn, lane, row0, col0);
+      return;
+    }
 
     // Epilogue: fragment (mi, ni) holds rows +lane/4 and +lane/4+8, columns +2*(lane%4)..+1.
 #pragma unroll
@@ -310,6 +339,44 @@ template <typename T, typename OutT, int BM, int BN, int WARPS_M, int WARPS_N, i
 __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
     grouped_gemm_kernel(const GroupedGemmLaunch<TABLE ? TABLE : 1> L) {
   GroupedGemm<T, OutT, BM, BN, WARPS_M, WARPS_N, STAGES, LAYOUT, DUAL, VEC, TABLE>::run(L);
+}
+
+// Split K (decode: too few tiles to fill the GPU): grid z = p.k_splits.
+template <typename T, typename OutT, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, int LAYOUT, bool DUAL,
+          bool VEC, int TABLE>
+__global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
+    grouped_gemm_split_kernel(const GroupedGemmLaunch<TABLE ? TABLE : 1> L) {
+  GroupedGemm<T, OutT, BM, BN, WARPS_M, WARPS_N, STAGES, LAYOUT, DUAL, VEC, TABLE, true>::run(L);
+}
+
+// Sums the k_splits slices of each output pair in split order (the same bits
+// on every run), then the epilogue: silu(gate) * up when DUAL, row scale,
+// store. Rows of tiles past num_tiles or of no expert are not written.
+template <typename OutT, int BM, bool DUAL, bool VEC>
+__global__ void grouped_gemm_split_reduce_kernel(const GroupedGemmParams p) {
+  const int pairs = (p.N + 1) / 2;
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= (long long)p.M * pairs) return;
+  const int row = int(i / pairs), col = int(i % pairs) * 2;
+  const int tm = row / BM;
+  const int tiles = p.num_tiles ? *p.num_tiles : (p.M + BM - 1) / BM;
+  if (tm >= tiles) return;
+  const int e = p.tile_expert ? p.tile_expert[tm] : 0;
+  if (e < 0 || e >= p.num_experts) return;
+  constexpr int kB = DUAL ? 2 : 1;
+  const long long slice = (long long)p.M * p.N, at = (long long)row * p.N + col;
+  float v[kB][2] = {};
+  for (int z = 0; z < p.k_splits; ++z)
+#pragma unroll
+    for (int m = 0; m < kB; ++m) {
+      const float* s = p.partial + (z * kB + m) * slice + at;
+      v[m][0] += s[0];
+      if (col + 1 < p.N) v[m][1] += s[1];
+    }
+  float v0 = v[0][0], v1 = v[0][1];
+  if constexpr (DUAL) v0 = gemm_silu(v0) * v[1][0], v1 = gemm_silu(v1) * v[1][1];
+  const float scale = p.row_scale ? p.row_scale[row] : 1.0f;
+  gemm_store_pair<OutT, VEC>(p, row, col, v0 * scale, v1 * scale);
 }
 
 }  // namespace tc::moe

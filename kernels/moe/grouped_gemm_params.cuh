@@ -24,6 +24,12 @@ struct GroupedGemmParams {
   // out, [1] CTAs done fetching; the last CTA to finish resets both to 0, so
   // the pair is ready for the next launch that uses it.
   unsigned* sched;
+  // mma.sync kernel, split K (SPLIT instantiations only): CTA z covers K
+  // columns [z * k_per_split, (z + 1) * k_per_split) and stores its raw fp32
+  // accumulators to partial[((z * (1 + gated) + m) * M + row) * N + col]; the
+  // reduce kernel sums the k_splits slices in order and applies the epilogue.
+  int k_splits, k_per_split;
+  float* partial;
 };
 
 // Per-expert weight base pointers (the race's layout: one tensor per expert),

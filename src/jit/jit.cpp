@@ -159,9 +159,9 @@ const Launchable& get_kernel(const KernelSpec& spec, const CompileOptions& optio
 }
 
 void launch(const Launchable& k, unsigned grid_x, unsigned grid_y, unsigned block_x, unsigned smem_bytes,
-            CUstream stream, void* params) {
+            CUstream stream, void* params, unsigned grid_z) {
   void* args[] = {params};
-  TC_DRV(cuLaunchKernel, k.fn, grid_x, grid_y, 1, block_x, 1, 1, smem_bytes, stream, args, nullptr);
+  TC_DRV(cuLaunchKernel, k.fn, grid_x, grid_y, grid_z, block_x, 1, 1, smem_bytes, stream, args, nullptr);
 }
 
 void clear_memory_cache() {

@@ -56,7 +56,7 @@ const Launchable& get_kernel(const KernelSpec& spec, const CompileOptions& optio
 // Launches with a single by-value parameter struct (every tilecraft kernel
 // takes exactly one `Params` argument).
 void launch(const Launchable& k, unsigned grid_x, unsigned grid_y, unsigned block_x, unsigned smem_bytes,
-            CUstream stream, void* params);
+            CUstream stream, void* params, unsigned grid_z = 1);
 
 // Drops the in-memory maps (tests use this to observe the disk cache).
 void clear_memory_cache();

@@ -63,6 +63,10 @@ struct MoeGroupedGemmConfig {
   // one CTA per tile, -1 = choose (0: measured faster so far). A launch
   // parameter, like group_m.
   int persistent = -1;
+  // mma.sync kernel: K split over this many CTAs per tile (fp32 partials in
+  // scratch, summed in order by a second kernel), for decode shapes with too
+  // few tiles to fill the GPU. 0 = choose (1: unsplit, until measured).
+  int k_splits = 0;
   // CTA order (a launch parameter, not compiled in): 0 = row tile x column
   // tile grid; G > 0 = groups of G row tiles, row tile fastest (L2 reuse).
   int group_m = -1;
@@ -70,7 +74,7 @@ struct MoeGroupedGemmConfig {
 };
 
 // Sets the override named `key` (block_m, block_n, stages, warps_m, warps_n,
-// sm90, tma, persistent, group_m); an unknown key is an error naming `op` and `arg`.
+// sm90, tma, persistent, k_splits, group_m); an unknown key is an error naming `op` and `arg`.
 void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, const char* op, const char* arg);
 
 struct MoeGroupedGemmOptions {

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "moe/grouped_gemm_params.cuh"
 #include "ops/check.h"
@@ -124,7 +125,8 @@ std::string MoeGroupedGemmConfig::str() const {
     return fmt::format("wgmma-ws bm={} bn={} bk={} stages={} warpgroups=1+2{}{}", block_m, block_n, kBK, stages,
                        tma == 2 ? " tma-a+weights" : tma == 1 ? " tma-weights" : "",
                        persistent == 2 ? " persistent-dynamic" : persistent == 1 ? " persistent" : "");
-  return fmt::format("mma bm={} bn={} bk={} stages={} warps={}x{}", block_m, block_n, kBK, stages, warps_m, warps_n);
+  return fmt::format("mma bm={} bn={} bk={} stages={} warps={}x{}{}", block_m, block_n, kBK, stages, warps_m, warps_n,
+                     k_splits > 1 ? fmt::format(" split-k={}", k_splits) : "");
 }
 
 void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, const char* op, const char* arg) {
@@ -136,10 +138,11 @@ void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, 
   else if (key == "sm90") c.sm90 = value;
   else if (key == "tma") c.tma = value;
   else if (key == "persistent") c.persistent = value;
+  else if (key == "k_splits") c.k_splits = value;
   else if (key == "group_m") c.group_m = value;
   else
     throw_arg_error(ErrorKind::kInvalidArgument, op, arg,
-                    "keys block_m, block_n, stages, warps_m, warps_n, sm90, tma, persistent, group_m", "'" + key + "'");
+                    "keys block_m, block_n, stages, warps_m, warps_n, sm90, tma, persistent, k_splits, group_m", "'" + key + "'");
 }
 
 int moe_grouped_gemm_block_m(double rows_per_expert) {
@@ -218,7 +221,7 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   const bool dual = a.w_up.has_value();
   const int64_t M = a.out.shape[0], N = a.out.shape[1];
   MoeGroupedGemmConfig c;
-  c.tma = 0, c.persistent = 0;  // resolved below for the warp-specialised kernel only
+  c.tma = 0, c.persistent = 0, c.k_splits = 1;  // resolved below
   const int64_t sched_bm = block_m_of(a);
   c.block_m = sched_bm ? int(sched_bm) : (over.block_m ? over.block_m : moe_grouped_gemm_block_m(double(M)));
   if (sched_bm && over.block_m)
@@ -250,6 +253,12 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   TC_CHECK_ARG(over.tma < 1 || (c.sm90 == 2 && tma_ok(a)), kOp, "tma",
                "TMA only in the warp-specialised kernel (sm90=2), with stacked weights or at most 64 per-expert tensors",
                fmt::format("sm90={}, {} expert tensors", c.sm90, a.w.stacked ? 0 : a.w.per_expert.size()));
+  TC_CHECK_ARG(over.k_splits >= 0 && over.k_splits <= 64, kOp, "k_splits", "0 (choose) or 1..64",
+               std::to_string(over.k_splits));
+  TC_CHECK_ARG(over.k_splits <= 1 || c.sm90 == 0, kOp, "k_splits", "a split K only for the mma.sync kernel (sm90=0)",
+               fmt::format("sm90={}", c.sm90));
+  // 1 until split K is measured against the unsplit kernel (decode).
+  c.k_splits = c.sm90 == 0 && over.k_splits > 1 ? over.k_splits : 1;
   TC_CHECK_ARG(over.persistent >= -1 && over.persistent <= 2, kOp, "persistent",
                "0 (one CTA per tile), 1 (static walk), 2 (dynamic tile counter) or -1 (choose)",
                std::to_string(over.persistent));
@@ -336,7 +345,7 @@ jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const 
                                                    std::to_string(c.stages), lay, gated, std::to_string(table)},
             cfg};
   return {"moe/grouped_gemm.cuh",
-          "tc::moe::grouped_gemm_kernel",
+          c.k_splits > 1 ? "tc::moe::grouped_gemm_split_kernel" : "tc::moe::grouped_gemm_kernel",
           {in, out, std::to_string(c.block_m), std::to_string(c.block_n), std::to_string(c.warps_m),
            std::to_string(c.warps_n), std::to_string(c.stages), lay, gated, vec ? "true" : "false",
            std::to_string(table)},
@@ -360,6 +369,25 @@ unsigned* tile_counters(int device) {
   }
   const unsigned slot = next++ % kCounterPairs;
   return reinterpret_cast<unsigned*>(base) + 2 * slot;
+}
+
+// The split-K reduce: sums the slices of every valid row in order, then the
+// GEMM's epilogue; one thread per output pair.
+void launch_split_reduce(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c, const tc::moe::GroupedGemmParams& p,
+                         CUstream stream, const jit::CompileOptions& compile) {
+  const bool dual = a.w_up.has_value(), vec = vector_ok(a);
+  static jit::OpKernelCache kernels;
+  const uint64_t code = uint64_t(a.out.dtype) | uint64_t(c.block_m) << 4 | uint64_t(dual) << 12 | uint64_t(vec) << 13;
+  const jit::Launchable& k = kernels.get(code, compile, a.a.device.index, [&] {
+    return jit::KernelSpec{"moe/grouped_gemm.cuh",
+                           "tc::moe::grouped_gemm_split_reduce_kernel",
+                           {dtype_kernel_type(a.out.dtype), std::to_string(c.block_m), dual ? "true" : "false",
+                            vec ? "true" : "false"},
+                           fmt::format("split-k reduce bm={}{}", c.block_m, dual ? " silu*up" : "")};
+  });
+  const int64_t pairs = int64_t(p.M) * ((p.N + 1) / 2);
+  tc::moe::GroupedGemmParams q = p;
+  jit::launch(k, unsigned((pairs + 255) / 256), 1, 256, 0, stream, &q);
 }
 
 // One tensor map over `experts` matrices at `base`, `expert_bytes` apart:
@@ -434,7 +462,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
                         uint64_t(c.warps_m) << 21 | uint64_t(c.warps_n) << 26 | uint64_t(a.a.dtype) << 31 |
                         uint64_t(a.out.dtype) << 35 | uint64_t(a.w.layout) << 39 | uint64_t(dual) << 40 |
                         uint64_t(vec) << 41 | uint64_t(table) << 42 | uint64_t(c.sm90) << 53 |
-                        uint64_t(std::max(c.tma, 0)) << 55;
+                        uint64_t(std::max(c.tma, 0)) << 55 | uint64_t(c.k_splits > 1) << 57;
   const int smem = smem_bytes(c, dual);
   static jit::OpKernelCache kernels;
   const jit::Launchable& k = kernels.get(
@@ -474,6 +502,23 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
     grid_x *= grid_y, grid_y = 1;
   }
   const unsigned threads = unsigned(32 * c.warps_m * c.warps_n);
+  // Split K: slices of whole 64-wide steps; fp32 partials in stream-ordered
+  // scratch (freed after the reduce, graph-capturable), one per slice and
+  // matrix, summed by the reduce kernel in slice order.
+  unsigned grid_z = 1;
+  std::optional<rt::ScratchBuffer> partial;
+  if (c.k_splits > 1) {
+    const int64_t steps = (K + kBK - 1) / kBK, per = (steps + c.k_splits - 1) / c.k_splits;
+    p.k_per_split = int(per * kBK);
+    p.k_splits = int((steps + per - 1) / per);
+    partial.emplace(size_t(p.k_splits) * (dual ? 2 : 1) * size_t(M) * size_t(N) * sizeof(float), stream);
+    p.partial = reinterpret_cast<float*>(partial->get());
+    grid_z = unsigned(p.k_splits);
+  }
+  auto launch_main = [&](void* L) {
+    jit::launch(k, grid_x, grid_y, threads, unsigned(smem), stream, L, grid_z);
+    if (c.k_splits > 1) launch_split_reduce(a, c, p, stream, o.compile);
+  };
   if (c.tma >= 1) {
     launch_tma(a, c, p, table, [&](void* L) { jit::launch(k, grid_x, grid_y, threads, unsigned(smem), stream, L); });
     return;
@@ -483,7 +528,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
     p.b[1] = a.w_up ? a.w_up->stacked->data : nullptr;
     p.b_expert_stride = N * K;
     tc::moe::GroupedGemmLaunch<1> L{p, {}};
-    jit::launch(k, grid_x, grid_y, threads, unsigned(smem), stream, &L);
+    launch_main(&L);
     return;
   }
   auto fill = [&](auto& L) {
@@ -494,7 +539,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
       const auto u = bases(*a.w_up, N, K);
       for (size_t e = 0; e < u.size(); ++e) L.table.ptr[1][e] = u[e];
     }
-    jit::launch(k, grid_x, grid_y, threads, unsigned(smem), stream, &L);
+    launch_main(&L);
   };
   if (table == kSmallTable) {
     tc::moe::GroupedGemmLaunch<kSmallTable> L{};
