@@ -7,6 +7,7 @@
 #include "test_util.h"
 #include "tilecraft/jit/jit.h"
 #include "tilecraft/ops/fused_moe.h"
+#include "tilecraft/ops/moe_fused_mapping.h"
 #include "tilecraft/ops/moe_grouped_gemm.h"
 
 using namespace tilecraft;
@@ -275,6 +276,32 @@ TEST(MoeGroupedGemmCpu, SplitKConfig) {
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "k_splits", "sm90=2");
   over.sm90 = 0;
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).k_splits, 2);
+}
+
+// The split-K choice on 132 SMs, on the layer's decode layouts (M = T*K +
+// E*(block_m-1), rounded to the tile; rows_used = T*K): Qwen3-30B T=1 gate/up (96 live
+// tiles, 32 k-steps) splits in two; its down GEMM (128 tiles, 12 k-steps)
+// and DeepSeek-V3 T=1 gate/up (288 tiles) do not; no split without an SM count.
+TEST(MoeGroupedGemmCpu, SplitKChoice) {
+  auto choice = [](int64_t T, int64_t K, int64_t E, int64_t N, int64_t Kdim, bool gated, int sms) {
+    const int64_t M = ops::moe_fused_mapping_rows(T, K, E, 16);
+    HostTensor a(DType::kBF16, {T, Kdim}), w(DType::kBF16, {E, N, Kdim}), out(DType::kBF16, {M, N});
+    HostTensor tiles(DType::kI32, {M / 16}), idx(DType::kI32, {M});
+    ops::MoeGroupedGemmArgs g;
+    g.a = a.view();
+    g.w.stacked = w.view();
+    if (gated) g.w_up = ops::ExpertWeights{w.view(), {}, ops::WeightLayout::kNK};
+    g.out = out.view();
+    g.tile_expert = tiles.view();
+    g.a_index = idx.view();
+    g.rows_used = T * K;
+    return ops::moe_grouped_gemm_config(g, {}, 9, sms).k_splits;
+  };
+  EXPECT_EQ(choice(1, 8, 128, 768, 2048, true, 132), 2);
+  EXPECT_EQ(choice(1, 8, 128, 2048, 768, false, 132), 1);
+  EXPECT_EQ(choice(1, 8, 256, 2048, 7168, true, 132), 1);
+  EXPECT_EQ(choice(1, 8, 128, 768, 2048, true, 0), 1);
+  EXPECT_EQ(choice(1, 1, 4, 256, 8192, false, 132), 4);  // 2 live tiles, 128 k-steps: at most 4 slices
 }
 
 TEST(FusedMoeCpu, KernelsForSm90a) {

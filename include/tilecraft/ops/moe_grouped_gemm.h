@@ -44,6 +44,10 @@ struct MoeGroupedGemmArgs {
   std::optional<ExpertWeights> w_up;       // present: out = silu(A.w) * (A.w_up)
   std::optional<TensorView> row_scale;     // [M] fp32
   TensorView out;                          // [M, N] same dtype as a, or fp32
+  // At most this many of the M rows hold data (0: unknown, up to M). A
+  // tuning hint only (the split-K choice counts live tiles from it); the
+  // layer passes T * top_k.
+  int64_t rows_used = 0;
 };
 
 // Tile configuration. 0 = choose. sm90: 1 = the Hopper wgmma kernel (128-row
@@ -65,7 +69,8 @@ struct MoeGroupedGemmConfig {
   int persistent = -1;
   // mma.sync kernel: K split over this many CTAs per tile (fp32 partials in
   // scratch, summed in order by a second kernel), for decode shapes with too
-  // few tiles to fill the GPU. 0 = choose (1: unsplit, until measured).
+  // few tiles to fill the GPU. 0 = choose (2-4 when the live tiles are
+  // fewer than the SMs and each slice keeps >= 16 k-steps, else 1).
   int k_splits = 0;
   // CTA order (a launch parameter, not compiled in): 0 = row tile x column
   // tile grid; G > 0 = groups of G row tiles, row tile fastest (L2 reuse).
@@ -87,10 +92,15 @@ struct MoeGroupedGemmOptions {
 int moe_grouped_gemm_block_m(double rows_per_expert);
 
 // The complete configuration for these arguments on a GPU of compute
-// capability `cc_major` (heuristic + overrides, validated).
+// capability `cc_major` with `sm_count` SMs (heuristic + overrides,
+// validated; sm_count 0 = unknown: no split K unless asked for).
 MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over,
-                                             int cc_major = 9);
+                                             int cc_major = 9, int sm_count = 0);
+// SMs of `device` when a GPU is there, else 0 (kernel listings on any host).
+int sm_count_if_gpu(int device);
 jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c);
+// The second kernel of a split-K launch (c.k_splits > 1): sums the slices.
+jit::KernelSpec moe_grouped_gemm_split_reduce_spec(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c);
 
 void validate_moe_grouped_gemm(const MoeGroupedGemmArgs& a, DeviceType backend);
 void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGroupedGemmOptions& o = {});

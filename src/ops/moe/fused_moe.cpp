@@ -106,6 +106,7 @@ MoeGroupedGemmArgs gate_up_args(const FusedMoeArgs& a, const Buffers& b) {
   g.w = a.w_gate;
   g.w_up = a.w_up;
   g.out = b.h;
+  g.rows_used = b.slot_pos.numel();  // T * top_k
   return g;
 }
 
@@ -116,6 +117,7 @@ MoeGroupedGemmArgs down_args(const FusedMoeArgs& a, const Buffers& b) {
   g.num_tiles = b.num_tiles;
   g.w = a.w_down;
   g.out = b.y;
+  g.rows_used = b.slot_pos.numel();
   return g;
 }
 
@@ -224,15 +226,19 @@ std::vector<jit::KernelSpec> fused_moe_kernel_specs(const FusedMoeArgs& a, const
   // Stand-in addresses: 256-byte aligned like real allocations.
   const Buffers b = carve(a, d, bm, CUdeviceptr(1) << 20, &bytes);
   std::vector<jit::KernelSpec> specs;
+  const int sms = sm_count_if_gpu(a.x.device.index);  // split-K choices depend on it
   const auto r = router_args(a, b);
   specs.push_back(moe_grouped_gemm_kernel_spec(r, moe_grouped_gemm_config(r, {})));
   MoeTopkGateArgs g{b.logits, a.bias, b.ids, b.weights};
   specs.push_back(moe_topk_gate_kernel_spec(g, p.gate));
   specs.push_back(moe_fused_mapping_kernel_spec());
   const auto gu = gate_up_args(a, b);
-  specs.push_back(moe_grouped_gemm_kernel_spec(gu, moe_grouped_gemm_config(gu, o.gate_up)));
   const auto dn = down_args(a, b);
-  specs.push_back(moe_grouped_gemm_kernel_spec(dn, moe_grouped_gemm_config(dn, o.down)));
+  for (const auto& [args, over] : {std::pair{gu, o.gate_up}, std::pair{dn, o.down}}) {
+    const MoeGroupedGemmConfig c = moe_grouped_gemm_config(args, over, 9, sms);
+    specs.push_back(moe_grouped_gemm_kernel_spec(args, c));
+    if (c.k_splits > 1) specs.push_back(moe_grouped_gemm_split_reduce_spec(args, c));
+  }
   MoeReduceFusedArgs rf;
   rf.x = b.y;
   rf.token_topk_to_pos = b.slot_pos;

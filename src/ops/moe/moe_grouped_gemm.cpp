@@ -216,8 +216,40 @@ void validate_moe_grouped_gemm(const MoeGroupedGemmArgs& a, DeviceType backend) 
   }
 }
 
+namespace {
+
+// Split K when the launch has fewer live tiles than SMs and long K: decode
+// of a few small experts (Qwen3-30B T=1 gate/up: 96 tiles of 32 k-steps on
+// 132 SMs, 38.9 -> 31.0 us with 2 slices, 33.3 with 3; H200,
+// docs/perf/fused_moe.md). 128 tiles of 12 k-steps (its down GEMM) got
+// slower (15.2 -> 25.1 us): the reduce launch outweighs the gain, hence the
+// floor of 16 k-steps per slice. Live tiles are bounded by rows_used (the
+// layer's T * top_k); without it every tile of M counts.
+int auto_k_splits(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c, int sm_count) {
+  if (sm_count <= 0) return 1;
+  const int64_t M = a.out.shape[0], N = a.out.shape[1], K = a.a.shape[1], E = a.w.num_experts();
+  const int64_t used = a.rows_used > 0 ? std::min(a.rows_used, M) : M;
+  // Each expert's rows are padded to the tile: sum of ceil(r_e / block_m)
+  // <= used / block_m + (experts holding rows).
+  const int64_t row_tiles = std::min<int64_t>((M + c.block_m - 1) / c.block_m, used / c.block_m + std::min(E, used));
+  const int64_t tiles = std::max<int64_t>(row_tiles, 1) * ((N + c.block_n - 1) / c.block_n);
+  const int64_t steps = (K + kBK - 1) / kBK;
+  if (tiles > sm_count || steps < 32) return 1;
+  return int(std::clamp<int64_t>(std::min(2 * sm_count / tiles, steps / 16), 1, 4));
+}
+
+}  // namespace
+
+int sm_count_if_gpu(int device) {
+  try {
+    return rt::driver_available() ? rt::device_info(device).sm_count : 0;
+  } catch (const Error&) {
+    return 0;
+  }
+}
+
 MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over,
-                                             int cc_major) {
+                                             int cc_major, int sm_count) {
   const bool dual = a.w_up.has_value();
   const int64_t M = a.out.shape[0], N = a.out.shape[1];
   MoeGroupedGemmConfig c;
@@ -257,8 +289,7 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                std::to_string(over.k_splits));
   TC_CHECK_ARG(over.k_splits <= 1 || c.sm90 == 0, kOp, "k_splits", "a split K only for the mma.sync kernel (sm90=0)",
                fmt::format("sm90={}", c.sm90));
-  // 1 until split K is measured against the unsplit kernel (decode).
-  c.k_splits = c.sm90 == 0 && over.k_splits > 1 ? over.k_splits : 1;
+  c.k_splits = c.sm90 == 0 && over.k_splits >= 1 ? over.k_splits : 1;  // 0: chosen below (mma.sync)
   TC_CHECK_ARG(over.persistent >= -1 && over.persistent <= 2, kOp, "persistent",
                "0 (one CTA per tile), 1 (static walk), 2 (dynamic tile counter) or -1 (choose)",
                std::to_string(over.persistent));
@@ -302,6 +333,7 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   }
   // Gated: 64 gate + 64 up columns per tile; plain: 128 (64 when N is small).
   c.block_n = over.block_n ? over.block_n : (dual || N <= 64 ? 64 : 128);
+  if (over.k_splits == 0) c.k_splits = auto_k_splits(a, c, sm_count);
   c.warps_m = over.warps_m ? over.warps_m : (c.block_m >= 128 ? 2 : 1);
   c.warps_n = over.warps_n ? over.warps_n : 4;
   // Deep rings for short tiles (decode streams weights), 3 for 128-row tiles:
@@ -371,6 +403,15 @@ unsigned* tile_counters(int device) {
   return reinterpret_cast<unsigned*>(base) + 2 * slot;
 }
 
+jit::KernelSpec moe_grouped_gemm_split_reduce_spec(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c) {
+  const bool dual = a.w_up.has_value();
+  return {"moe/grouped_gemm.cuh",
+          "tc::moe::grouped_gemm_split_reduce_kernel",
+          {dtype_kernel_type(a.out.dtype), std::to_string(c.block_m), dual ? "true" : "false",
+           vector_ok(a) ? "true" : "false"},
+          fmt::format("split-k reduce bm={}{}", c.block_m, dual ? " silu*up" : "")};
+}
+
 // The split-K reduce: sums the slices of every valid row in order, then the
 // GEMM's epilogue; one thread per output pair.
 void launch_split_reduce(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c, const tc::moe::GroupedGemmParams& p,
@@ -378,13 +419,8 @@ void launch_split_reduce(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig
   const bool dual = a.w_up.has_value(), vec = vector_ok(a);
   static jit::OpKernelCache kernels;
   const uint64_t code = uint64_t(a.out.dtype) | uint64_t(c.block_m) << 4 | uint64_t(dual) << 12 | uint64_t(vec) << 13;
-  const jit::Launchable& k = kernels.get(code, compile, a.a.device.index, [&] {
-    return jit::KernelSpec{"moe/grouped_gemm.cuh",
-                           "tc::moe::grouped_gemm_split_reduce_kernel",
-                           {dtype_kernel_type(a.out.dtype), std::to_string(c.block_m), dual ? "true" : "false",
-                            vec ? "true" : "false"},
-                           fmt::format("split-k reduce bm={}{}", c.block_m, dual ? " silu*up" : "")};
-  });
+  const jit::Launchable& k =
+      kernels.get(code, compile, a.a.device.index, [&] { return moe_grouped_gemm_split_reduce_spec(a, c); });
   const int64_t pairs = int64_t(p.M) * ((p.N + 1) / 2);
   tc::moe::GroupedGemmParams q = p;
   jit::launch(k, unsigned((pairs + 255) / 256), 1, 256, 0, stream, &q);
@@ -455,7 +491,8 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   validate_moe_grouped_gemm(a, DeviceType::kCUDA);
   const int64_t M = a.out.shape[0], N = a.out.shape[1], K = a.a.shape[1];
   if (M == 0) return;
-  const MoeGroupedGemmConfig c = moe_grouped_gemm_config(a, o.config, rt::device_info(a.a.device.index).cc_major);
+  const MoeGroupedGemmConfig c = moe_grouped_gemm_config(a, o.config, rt::device_info(a.a.device.index).cc_major,
+                                                          rt::device_info(a.a.device.index).sm_count);
   const bool dual = a.w_up.has_value(), vec = vector_ok(a);
   const int table = launch_table(a, c);
   const uint64_t code = uint64_t(c.block_m) | uint64_t(c.block_n) << 8 | uint64_t(c.stages) << 17 |

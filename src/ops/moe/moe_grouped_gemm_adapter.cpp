@@ -138,7 +138,10 @@ class MoeGroupedGemmAdapter final : public OpAdapter {
     out["out"] = TensorView(fake, d.outputs[0].dtype, d.outputs[0].shape, dev);
     const auto a = args_of(d, in, out);
     ops::validate_moe_grouped_gemm(a, DeviceType::kCUDA);
-    return {ops::moe_grouped_gemm_kernel_spec(a, ops::moe_grouped_gemm_config(a, op_options(o).config))};
+    const auto cfg = ops::moe_grouped_gemm_config(a, op_options(o).config, 9, ops::sm_count_if_gpu(0));
+    std::vector<jit::KernelSpec> specs{ops::moe_grouped_gemm_kernel_spec(a, cfg)};
+    if (cfg.k_splits > 1) specs.push_back(ops::moe_grouped_gemm_split_reduce_spec(a, cfg));
+    return specs;
   }
 
  private:
