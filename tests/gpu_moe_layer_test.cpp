@@ -8,6 +8,7 @@
 #include "test_util.h"
 #include "tilecraft/harness/random.h"
 #include "tilecraft/ops/fused_moe.h"
+#include "tilecraft/ops/moe_fused_mapping.h"
 #include "tilecraft/runtime/device.h"
 
 using namespace tilecraft;
@@ -187,4 +188,70 @@ TEST(GpuFusedMoe, CudaGraphCaptureAndReplay) {
   }
   d.cuGraphExecDestroy(ge);
   d.cuGraphDestroy(g);
+}
+
+// The fused gate + mapping launch against the two kernels run apart: every
+// output bitwise equal, over both routing modes, one block (T <= 32) and
+// many (the last block maps), empty experts (E > T*K), and three launches in
+// a row (the completion counter must come back to 0 each time).
+TEST(GpuMoeTopkGateMapping, BitwiseEqualsTwoKernels) {
+  TC_REQUIRE_GPU();
+  struct Case {
+    int64_t T, E, K;
+    ops::MoeTopkGateParams gp;
+    int block_m;
+  };
+  ops::MoeTopkGateParams ds, qwen, race;
+  ds.mode = ops::GateMode::kSigmoidGroupedTopk, ds.renormalize = true, ds.n_group = 8, ds.topk_group = 4,
+  ds.scale = 2.5f;
+  qwen.renormalize = true;
+  race.score_dtype = DType::kF16;
+  uint64_t seed_stream = 1;
+  for (const Case& c : {Case{1, 256, 8, ds, 16}, Case{16, 256, 8, ds, 16}, Case{33, 256, 8, ds, 32},
+                        Case{256, 128, 8, qwen, 32}, Case{4096, 256, 8, ds, 128}, Case{3000, 8, 2, race, 128},
+                        Case{5, 64, 1, qwen, 16}}) {
+    SCOPED_TRACE(::testing::Message() << "T=" << c.T << " E=" << c.E << " K=" << c.K);
+    const int64_t rows = ops::moe_fused_mapping_rows(c.T, c.K, c.E, c.block_m);
+    DeviceTensor logits(DType::kF32, {c.T, c.E}), bias(DType::kF32, {c.E});
+    harness::fill_uniform_device(logits.view(), 20261129, seed_stream++, -4.f, 4.f, nullptr);
+    harness::fill_uniform_device(bias.view(), 20261129, seed_stream++, -0.5f, 0.5f, nullptr);
+    struct Out {
+      DeviceTensor ids, w, counts, offs, pos, p2t, tiles, nt;
+    };
+    auto make = [&] {
+      return Out{DeviceTensor(DType::kI32, {c.T, c.K}), DeviceTensor(DType::kF32, {c.T, c.K}),
+                 DeviceTensor(DType::kI32, {c.E}),      DeviceTensor(DType::kI32, {c.E + 1}),
+                 DeviceTensor(DType::kI32, {c.T, c.K}), DeviceTensor(DType::kI32, {rows}),
+                 DeviceTensor(DType::kI32, {rows / c.block_m}), DeviceTensor(DType::kI32, {1})};
+    };
+    auto gate = [&](Out& o) {
+      const bool sig = c.gp.mode == ops::GateMode::kSigmoidGroupedTopk;
+      return ops::MoeTopkGateArgs{logits.view(), sig ? std::optional<TensorView>(bias.view()) : std::nullopt,
+                                  o.ids.view(), o.w.view()};
+    };
+    auto map = [](Out& o) {
+      return ops::MoeFusedMappingArgs{o.ids.view(), o.counts.view(), o.offs.view(), o.pos.view(),
+                                      o.p2t.view(),  o.tiles.view(),  o.nt.view()};
+    };
+    auto poison = [](Out& o) {
+      for (DeviceTensor* t : {&o.ids, &o.w, &o.counts, &o.offs, &o.pos, &o.p2t, &o.tiles, &o.nt}) t->fill_bytes(0xa5);
+    };
+    const ops::MoeFusedMappingParams mp{int(c.E), c.block_m};
+    rt::Stream s;
+    Out two = make(), one = make();
+    poison(two);
+    ops::moe_topk_gate(gate(two), c.gp, s.get());
+    ops::moe_fused_mapping(map(two), mp, s.get());
+    s.sync();
+    for (int run = 0; run < 3; ++run) {
+      poison(one);
+      ops::moe_topk_gate_mapping(gate(one), c.gp, map(one), mp, s.get());
+      s.sync();
+      const char* names[] = {"ids", "weights", "tokens_per_expert", "expert_offsets", "token_topk_to_pos",
+                             "pos_to_token", "tile_expert", "num_tiles"};
+      const DeviceTensor* a[] = {&two.ids, &two.w, &two.counts, &two.offs, &two.pos, &two.p2t, &two.tiles, &two.nt};
+      const DeviceTensor* b[] = {&one.ids, &one.w, &one.counts, &one.offs, &one.pos, &one.p2t, &one.tiles, &one.nt};
+      for (int i = 0; i < 8; ++i) EXPECT_TRUE(same_bits(a[i]->to_host(), b[i]->to_host())) << names[i] << " run " << run;
+    }
+  }
 }

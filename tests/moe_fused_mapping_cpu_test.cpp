@@ -6,6 +6,7 @@
 
 #include "test_util.h"
 #include "tilecraft/harness/runner.h"
+#include "tilecraft/jit/jit.h"
 #include "tilecraft/ops/moe_fused_mapping.h"
 
 using namespace tilecraft;
@@ -44,4 +45,46 @@ TEST(MoeFusedMapping, ValidationMessages) {
 
 TEST(MoeFusedMapping, ManifestCasesPassOnCpu) {
   EXPECT_GT(test::expect_manifest_cases_pass("moe_fused_mapping", DeviceType::kCPU), 10);
+}
+
+// The fused gate + mapping kernel runs 1024 threads a block (the mapping's
+// block size): it must compile for sm_90a within 64 registers, with no
+// spills, for both routing modes, up to E = 256 and K = 8 (the layer runs
+// the two kernels apart beyond: the gate's registers spill at 1024 threads,
+// 20 bytes at E = 256, K = 16).
+TEST(MoeTopkGateMapping, CompilesWithoutSpills) {
+  struct Shape3 {
+    int64_t E, K;
+    ops::GateMode mode;
+    DType scores;
+  };
+  for (const Shape3 s : {Shape3{256, 8, ops::GateMode::kSigmoidGroupedTopk, DType::kF32},
+                         Shape3{256, 8, ops::GateMode::kSigmoidGroupedTopk, DType::kBF16},
+                         Shape3{128, 8, ops::GateMode::kSoftmaxTopk, DType::kF32},
+                         Shape3{8, 4, ops::GateMode::kSoftmaxTopk, DType::kF16}}) {
+    HostTensor logits(DType::kF32, {4, s.E}), ids(DType::kI32, {4, s.K}), w(DType::kF32, {4, s.K});
+    ops::MoeTopkGateParams gp;
+    gp.mode = s.mode;
+    gp.score_dtype = s.scores;
+    const auto spec = ops::moe_topk_gate_mapping_kernel_spec({logits.view(), std::nullopt, ids.view(), w.view()}, gp);
+    EXPECT_EQ(spec.function, "tc::moe::topk_gate_mapping_kernel");
+    EXPECT_TRUE(ops::moe_topk_gate_mapping_fits(s.E, s.K));
+    const auto k = jit::compile(spec, {}, "sm_90a");
+    EXPECT_EQ(k->resources.spill_store_bytes, 0) << spec.config;
+    EXPECT_LE(k->resources.registers, 64) << spec.config;
+  }
+}
+
+TEST(MoeTopkGateMapping, IdsMustBeTheGatesOutput) {
+  EXPECT_FALSE(ops::moe_topk_gate_mapping_fits(257, 8));
+  EXPECT_FALSE(ops::moe_topk_gate_mapping_fits(256, 9));
+  HostTensor logits(DType::kF32, {4, 16}), ids(DType::kI32, {4, 2}), other(DType::kI32, {4, 2}), w(DType::kF32, {4, 2});
+  const int64_t rows = ops::moe_fused_mapping_rows(4, 2, 16, 16);
+  HostTensor counts(DType::kI32, {16}), offs(DType::kI32, {17}), pos(DType::kI32, {4, 2}), p2t(DType::kI32, {rows}),
+      tiles(DType::kI32, {rows / 16}), nt(DType::kI32, {1});
+  const ops::MoeFusedMappingArgs m{other.view(), counts.view(), offs.view(), pos.view(), p2t.view(), tiles.view(),
+                                   nt.view()};
+  TC_EXPECT_ERROR(ops::moe_topk_gate_mapping({logits.view(), std::nullopt, ids.view(), w.view()}, {}, m, {16, 16},
+                                             nullptr),
+                  ErrorKind::kInvalidArgument, "ids", "the gate's ids");
 }

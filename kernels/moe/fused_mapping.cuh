@@ -16,10 +16,12 @@ namespace tc::moe {
 
 constexpr int kMappingThreads = 1024;
 
-__global__ void __launch_bounds__(kMappingThreads, 1) fused_mapping_kernel(const FusedMappingParams p) {
+// The whole mapping by one block of kMappingThreads threads; smem holds
+// (kWarps + 1) * E + 1 ints. ids are read through L2 (ld.global.cg): in the
+// fused gate+mapping kernel other blocks of the same launch wrote them.
+__device__ __forceinline__ void fused_mapping_block(const FusedMappingParams& p, int* smem) {
   constexpr int W = Target::kWarpSize;
   constexpr int kWarps = kMappingThreads / W;
-  extern __shared__ int smem[];
   const int E = p.num_experts;
   int* cnt = smem;                 // [kWarps][E]
   int* offs = smem + kWarps * E;   // [E + 1]
@@ -34,7 +36,7 @@ __global__ void __launch_bounds__(kMappingThreads, 1) fused_mapping_kernel(const
 
   // A. counts per warp segment.
   for (long long i = begin + lane; i < end; i += W) {
-    const int e = p.ids[i];
+    const int e = __ldcg(p.ids + i);
     if (e >= 0 && e < E) atomicAdd(&cnt[warp * E + e], 1);
   }
   __syncthreads();
@@ -75,7 +77,7 @@ __global__ void __launch_bounds__(kMappingThreads, 1) fused_mapping_kernel(const
   // C. rows, in slot order within each warp's segment.
   for (long long start = begin; start < end; start += W) {
     const long long i = start + lane;
-    const int e = i < end ? p.ids[i] : -1;
+    const int e = i < end ? __ldcg(p.ids + i) : -1;
     const bool valid = i < end && e >= 0 && e < E;
     const unsigned peers = __match_any_sync(0xffffffffu, valid ? e : -1);
     const int rank = __popc(peers & ((1u << lane) - 1));
@@ -107,6 +109,11 @@ __global__ void __launch_bounds__(kMappingThreads, 1) fused_mapping_kernel(const
     }
     p.tile_expert[tile] = owner;
   }
+}
+
+__global__ void __launch_bounds__(kMappingThreads, 1) fused_mapping_kernel(const FusedMappingParams p) {
+  extern __shared__ int smem[];
+  fused_mapping_block(p, smem);
 }
 
 }  // namespace tc::moe

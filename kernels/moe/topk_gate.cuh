@@ -31,13 +31,10 @@ __device__ __forceinline__ float round_score(float v) {
 constexpr int kGateWarpsPerBlock = 4;
 constexpr int kMaxGroups = Target::kWarpSize;  // one group score per lane
 
+// Token t's selection by one whole warp (`lane` = its lane); t < num_tokens.
 template <int MODE, int EPL, int K, int ROUND>
-__global__ void __launch_bounds__(kGateWarpsPerBlock * Target::kWarpSize)
-    topk_gate_kernel(const TopkGateParams p) {
+__device__ __forceinline__ void topk_gate_token(const TopkGateParams& p, long long t, int lane) {
   constexpr int W = Target::kWarpSize;
-  const int lane = threadIdx.x % W;
-  const long long t = 1ll * blockIdx.x * kGateWarpsPerBlock + threadIdx.x / W;
-  if (t >= p.num_tokens) return;
   const float* row = p.logits + t * p.num_experts;
   const float kNegInf = -__int_as_float(0x7f800000);
 
@@ -141,6 +138,13 @@ __global__ void __launch_bounds__(kGateWarpsPerBlock * Target::kWarpSize)
     p.ids[t * K + lane] = my_id;
     p.weights[t * K + lane] = (p.renormalize ? my_w / denom : my_w) * p.scale;
   }
+}
+
+template <int MODE, int EPL, int K, int ROUND>
+__global__ void __launch_bounds__(kGateWarpsPerBlock * Target::kWarpSize)
+    topk_gate_kernel(const TopkGateParams p) {
+  const long long t = 1ll * blockIdx.x * kGateWarpsPerBlock + threadIdx.x / Target::kWarpSize;
+  if (t < p.num_tokens) topk_gate_token<MODE, EPL, K, ROUND>(p, t, threadIdx.x % Target::kWarpSize);
 }
 
 }  // namespace tc::moe

@@ -62,6 +62,9 @@ enum class FusedMoeStage : unsigned {
 struct FusedMoeOptions {
   MoeGroupedGemmConfig gate_up, down;  // grouped GEMM overrides (block_m shared: the mapping's)
   unsigned stages = unsigned(FusedMoeStage::kAll);  // run only these (later stages read the workspace)
+  // Gate and mapping in one launch (moe_topk_gate_mapping) when both run;
+  // false: the two kernels one after the other (same bits).
+  bool fuse_gate_mapping = true;
   jit::CompileOptions compile;
 };
 

@@ -6,6 +6,7 @@
 
 #include "tilecraft/jit/kernel_spec.h"
 #include "tilecraft/jit/options.h"
+#include "tilecraft/ops/moe_topk_gate.h"
 #include "tilecraft/tensor.h"
 
 namespace tilecraft::ops {
@@ -35,5 +36,16 @@ jit::KernelSpec moe_fused_mapping_kernel_spec();
 void moe_fused_mapping(const MoeFusedMappingArgs& a, const MoeFusedMappingParams& p, CUstream stream,
                        const jit::CompileOptions& compile = {});
 void moe_fused_mapping_cpu(const MoeFusedMappingArgs& a, const MoeFusedMappingParams& p);
+
+// moe_topk_gate then moe_fused_mapping in one launch (the last block to
+// finish its tokens builds the layout), bitwise the same results. `m.ids`
+// must be `g.ids`. The layer's routing path: at decode sizes it saves a
+// launch and its wait.
+// Whether the fused launch takes E experts and top-k K (E <= 256, K <= 8:
+// the gate's registers must fit 1024 threads a block); else run the two ops.
+bool moe_topk_gate_mapping_fits(int64_t num_experts, int64_t top_k);
+jit::KernelSpec moe_topk_gate_mapping_kernel_spec(const MoeTopkGateArgs& g, const MoeTopkGateParams& gp);
+void moe_topk_gate_mapping(const MoeTopkGateArgs& g, const MoeTopkGateParams& gp, const MoeFusedMappingArgs& m,
+                           const MoeFusedMappingParams& mp, CUstream stream, const jit::CompileOptions& compile = {});
 
 }  // namespace tilecraft::ops

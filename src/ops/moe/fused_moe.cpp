@@ -230,7 +230,8 @@ std::vector<jit::KernelSpec> fused_moe_kernel_specs(const FusedMoeArgs& a, const
   const auto r = router_args(a, b);
   specs.push_back(moe_grouped_gemm_kernel_spec(r, moe_grouped_gemm_config(r, {})));
   MoeTopkGateArgs g{b.logits, a.bias, b.ids, b.weights};
-  specs.push_back(moe_topk_gate_kernel_spec(g, p.gate));
+  if (!p.given_routing && o.fuse_gate_mapping && moe_topk_gate_mapping_fits(d.E, d.K)) specs.push_back(moe_topk_gate_mapping_kernel_spec(g, p.gate));
+  specs.push_back(moe_topk_gate_kernel_spec(g, p.gate));  // stage timings run the two alone
   specs.push_back(moe_fused_mapping_kernel_spec());
   const auto gu = gate_up_args(a, b);
   const auto dn = down_args(a, b);
@@ -272,10 +273,16 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
   go.compile = o.compile;
   const bool route = !p.given_routing;
   if (route && runs(o, FusedMoeStage::kRouter)) moe_grouped_gemm(router_args(a, b), stream, go);
-  if (route && runs(o, FusedMoeStage::kGate)) moe_topk_gate({b.logits, a.bias, b.ids, b.weights}, p.gate, stream, o.compile);
-  if (runs(o, FusedMoeStage::kMapping))
-    moe_fused_mapping({b.ids, b.counts, b.offsets, b.slot_pos, b.pos_to_token, b.tile_expert, b.num_tiles},
-                      {int(d.E), int(bm)}, stream, o.compile);
+  const MoeTopkGateArgs gate_args{b.logits, a.bias, b.ids, b.weights};
+  const MoeFusedMappingArgs mapping{b.ids, b.counts, b.offsets, b.slot_pos, b.pos_to_token, b.tile_expert, b.num_tiles};
+  const MoeFusedMappingParams mp{int(d.E), int(bm)};
+  const bool gate = route && runs(o, FusedMoeStage::kGate), map = runs(o, FusedMoeStage::kMapping);
+  if (gate && map && o.fuse_gate_mapping && moe_topk_gate_mapping_fits(d.E, d.K)) {
+    moe_topk_gate_mapping(gate_args, p.gate, mapping, mp, stream, o.compile);
+  } else {
+    if (gate) moe_topk_gate(gate_args, p.gate, stream, o.compile);
+    if (map) moe_fused_mapping(mapping, mp, stream, o.compile);
+  }
   if (runs(o, FusedMoeStage::kGateUp)) {
     go.config = o.gate_up;
     moe_grouped_gemm(gate_up_args(a, b), stream, go);

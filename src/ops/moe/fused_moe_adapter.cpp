@@ -376,6 +376,8 @@ class FusedMoeAdapter final : public OpAdapter {
     };
     std::vector<TimedScope> v;
     if (L.router) v.push_back({"routing", "router GEMM + top-k gate", stages({S::kRouter, S::kGate}), 2 * L.T * H * L.E});
+    if (L.router)  // the two in one launch (the layer's path); logits from the router stage of earlier calls
+      v.push_back({"gate_mapping", "top-k gate + mapping, logits given (routing + mapping)", stages({S::kGate, S::kMapping})});
     v.push_back({"mapping", "expert-major layout and tile schedule", stages({S::kMapping})});
     v.push_back({"gate_up", "grouped GEMM, gathered rows, silu*up", stages({S::kGateUp}), 2 * R * 2 * H * I});
     v.push_back({"down", "grouped GEMM", stages({S::kDown}), 2 * R * H * I});

@@ -2,8 +2,10 @@
 
 #include <climits>
 
-#include "moe/fused_mapping_params.cuh"
+#include "moe/gate_mapping_params.cuh"
 #include "ops/check.h"
+#include "ops/moe/launch_counters.h"
+#include "ops/moe/topk_gate_launch.h"
 #include "tilecraft/error.h"
 #include "tilecraft/jit/jit.h"
 #include "tilecraft/jit/op_kernel_cache.h"
@@ -17,6 +19,9 @@ constexpr const char* kOp = "moe_fused_mapping";
 constexpr int kMaxExperts = 1024;  // per-warp counters in shared memory: 32 * E ints
 constexpr int kThreads = 1024;     // tc::moe::kMappingThreads
 constexpr int kWarps = 32;
+// The gate's registers at 1024 threads a block fit 64 without spills up to
+// here (8 experts per lane; K = 16 spilled 20 bytes).
+constexpr int kFusedGateMaxExperts = 256, kFusedGateMaxTopK = 8;
 
 void check_i32(const TensorView& t, const char* arg, const Shape& shape, DeviceType backend) {
   check_tensor(t, kOp, arg, {DType::kI32}, shape, backend);
@@ -57,25 +62,70 @@ jit::KernelSpec moe_fused_mapping_kernel_spec() {
   return {"moe/fused_mapping.cuh", "tc::moe::fused_mapping_kernel", {}, "fused_mapping 1024 threads"};
 }
 
+namespace {
+// Per-warp counters take 32*E ints: raise the dynamic shared memory limit once.
+void allow_mapping_smem(const jit::Launchable& l) {
+  TC_DRV(cuFuncSetAttribute, l.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (kWarps + 1) * kMaxExperts * 4 + 4);
+}
+
+tc::moe::FusedMappingParams kernel_params(const MoeFusedMappingArgs& a, const MoeFusedMappingParams& p) {
+  const int64_t T = a.ids.shape[0], K = a.ids.shape[1];
+  return {a.ids.ptr<int>(), a.tokens_per_expert.ptr<int>(), a.expert_offsets.ptr<int>(),
+          a.token_topk_to_pos.ptr<int>(), a.pos_to_token.ptr<int>(), a.tile_expert.ptr<int>(),
+          a.num_tiles.ptr<int>(), (long long)(T * K), int(K), p.num_experts, p.block_m,
+          int(a.pos_to_token.shape[0])};
+}
+
+unsigned mapping_smem(const MoeFusedMappingParams& p) { return unsigned((kWarps * p.num_experts + p.num_experts + 1) * 4); }
+}  // namespace
+
 void moe_fused_mapping(const MoeFusedMappingArgs& a, const MoeFusedMappingParams& p, CUstream stream,
                        const jit::CompileOptions& compile) {
   validate_moe_fused_mapping(a, p, DeviceType::kCUDA);
-  const int dev = a.ids.device.index;
   static jit::OpKernelCache kernels;
-  const jit::Launchable* k = &kernels.get(
-      0, compile, dev, [] { return moe_fused_mapping_kernel_spec(); },
-      [](const jit::Launchable& l) {
-        // Per-warp counters take 32*E ints: raise the dynamic shared memory limit once.
-        TC_DRV(cuFuncSetAttribute, l.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-               (kWarps + 1) * kMaxExperts * 4 + 4);
-      });
-  const int64_t T = a.ids.shape[0], K = a.ids.shape[1];
-  tc::moe::FusedMappingParams kp{a.ids.ptr<int>(), a.tokens_per_expert.ptr<int>(), a.expert_offsets.ptr<int>(),
-                                 a.token_topk_to_pos.ptr<int>(), a.pos_to_token.ptr<int>(), a.tile_expert.ptr<int>(),
-                                 a.num_tiles.ptr<int>(), (long long)(T * K), int(K), p.num_experts, p.block_m,
-                                 int(a.pos_to_token.shape[0])};
-  const unsigned smem = unsigned((kWarps * p.num_experts + p.num_experts + 1) * 4);
-  jit::launch(*k, 1, 1, kThreads, smem, stream, &kp);
+  const jit::Launchable* k =
+      &kernels.get(0, compile, a.ids.device.index, [] { return moe_fused_mapping_kernel_spec(); }, allow_mapping_smem);
+  tc::moe::FusedMappingParams kp = kernel_params(a, p);
+  jit::launch(*k, 1, 1, kThreads, mapping_smem(p), stream, &kp);
+}
+
+bool moe_topk_gate_mapping_fits(int64_t num_experts, int64_t top_k) {
+  return num_experts <= kFusedGateMaxExperts && top_k <= kFusedGateMaxTopK;
+}
+
+jit::KernelSpec moe_topk_gate_mapping_kernel_spec(const MoeTopkGateArgs& g, const MoeTopkGateParams& gp) {
+  jit::KernelSpec spec = moe_topk_gate_kernel_spec(g, gp);
+  spec.header = "moe/gate_mapping.cuh";
+  spec.function = "tc::moe::topk_gate_mapping_kernel";
+  spec.config = "gate+mapping " + spec.config;
+  return spec;
+}
+
+void moe_topk_gate_mapping(const MoeTopkGateArgs& g, const MoeTopkGateParams& gp, const MoeFusedMappingArgs& m,
+                           const MoeFusedMappingParams& mp, CUstream stream, const jit::CompileOptions& compile) {
+  TC_CHECK_ARG(m.ids.data == g.ids.data && m.ids.shape == g.ids.shape, kOp, "ids",
+               "the gate's ids tensor (the mapping reads what the gate writes)",
+               fmt::format("{} against the gate's {}", m.ids.describe(), g.ids.describe()));
+  validate_moe_topk_gate(g, gp, DeviceType::kCUDA);
+  validate_moe_fused_mapping(m, mp, DeviceType::kCUDA);
+  TC_CHECK_ARG(moe_topk_gate_mapping_fits(g.logits.shape[1], g.ids.shape[1]), kOp, "logits",
+               fmt::format("at most {} experts and top-{} for the fused gate + mapping launch", kFusedGateMaxExperts,
+                           kFusedGateMaxTopK),
+               fmt::format("{} with top-{}", g.logits.describe(), g.ids.shape[1]));
+  TC_CHECK_ARG(g.logits.shape[1] == mp.num_experts, kOp, "num_experts",
+               fmt::format("{} (columns of the logits)", g.logits.shape[1]), std::to_string(mp.num_experts));
+  const int64_t T = g.logits.shape[0];
+  if (T == 0) return moe_fused_mapping(m, mp, stream, compile);  // no gate block to run the mapping
+  constexpr int64_t kTokensPerBlock = kThreads / 32;
+  TC_CHECK_ARG((T + kTokensPerBlock - 1) / kTokensPerBlock <= 0x7fffffff, kOp, "logits", "fewer than 2^36 tokens",
+               g.logits.describe());
+  static jit::OpKernelCache kernels;
+  const jit::Launchable* k =
+      &kernels.get(topk_gate_kernel_code(g, gp), compile, g.logits.device.index,
+                   [&] { return moe_topk_gate_mapping_kernel_spec(g, gp); }, allow_mapping_smem);
+  tc::moe::GateMappingParams args{topk_gate_kernel_params(g, gp), kernel_params(m, mp),
+                                        launch_counter_pair(g.logits.device.index)};
+  jit::launch(*k, unsigned((T + kTokensPerBlock - 1) / kTokensPerBlock), 1, kThreads, mapping_smem(mp), stream, &args);
 }
 
 void moe_fused_mapping_cpu(const MoeFusedMappingArgs& a, const MoeFusedMappingParams& p) {

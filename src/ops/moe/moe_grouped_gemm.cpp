@@ -2,12 +2,11 @@
 
 #include <climits>
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <optional>
 
 #include "moe/grouped_gemm_params.cuh"
 #include "ops/check.h"
+#include "ops/moe/launch_counters.h"
 #include "ops/moe/tma_map.h"
 #include "tilecraft/error.h"
 #include "tilecraft/jit/jit.h"
@@ -384,25 +383,6 @@ jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const 
           cfg};
 }
 
-// A zeroed pair of tile counters for one launch of the dynamic scheduler.
-// Each launch takes the next of kCounterPairs pairs on its device, and the
-// kernel's last CTA zeroes its pair again, so a pair is reused only 4096
-// launches later (long finished; the one hazard is 4096 launches in flight
-// at once). Graph capture records the pair, and each replay leaves it zeroed.
-unsigned* tile_counters(int device) {
-  constexpr int kCounterPairs = 4096;
-  static std::mutex mu;
-  static std::map<int, std::pair<CUdeviceptr, unsigned>> per_device;
-  std::lock_guard<std::mutex> lock(mu);
-  auto& [base, next] = per_device[device];
-  if (!base) {
-    TC_DRV(cuMemAlloc, &base, size_t(kCounterPairs) * 2 * sizeof(unsigned));
-    TC_DRV(cuMemsetD8, base, 0, size_t(kCounterPairs) * 2 * sizeof(unsigned));
-  }
-  const unsigned slot = next++ % kCounterPairs;
-  return reinterpret_cast<unsigned*>(base) + 2 * slot;
-}
-
 jit::KernelSpec moe_grouped_gemm_split_reduce_spec(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c) {
   const bool dual = a.w_up.has_value();
   return {"moe/grouped_gemm.cuh",
@@ -534,7 +514,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
     const int64_t sms = rt::device_info(a.a.device.index).sm_count;
     grid_x = unsigned(c.persistent >= 1 ? std::min<int64_t>(p.tiles_total, std::max<int64_t>(sms, 1)) : p.tiles_total);
     grid_y = 1;
-    if (c.persistent == 2) p.sched = tile_counters(a.a.device.index);
+    if (c.persistent == 2) p.sched = launch_counter_pair(a.a.device.index);
   } else if (c.group_m > 0) {
     grid_x *= grid_y, grid_y = 1;
   }

@@ -4,6 +4,7 @@
 
 #include "moe/topk_gate_params.cuh"
 #include "ops/check.h"
+#include "ops/moe/topk_gate_launch.h"
 #include "tilecraft/error.h"
 #include "tilecraft/jit/jit.h"
 #include "tilecraft/jit/op_kernel_cache.h"
@@ -91,6 +92,17 @@ jit::KernelSpec moe_topk_gate_kernel_spec(const MoeTopkGateArgs& a, const MoeTop
           fmt::format("{} E={} K={} epl={} scores={}", gate_mode_name(p.mode), E, K, epl, dtype_name(p.score_dtype))};
 }
 
+tc::moe::TopkGateParams topk_gate_kernel_params(const MoeTopkGateArgs& a, const MoeTopkGateParams& p) {
+  return {a.logits.ptr<float>(), a.bias ? a.bias->ptr<float>() : nullptr, a.ids.ptr<int>(),
+          a.weights.ptr<float>(), (long long)a.logits.shape[0], int(a.logits.shape[1]), p.n_group,
+          p.topk_group, p.renormalize ? 1 : 0, p.mode == GateMode::kSigmoidGroupedTopk ? p.scale : 1.0f};
+}
+
+uint64_t topk_gate_kernel_code(const MoeTopkGateArgs& a, const MoeTopkGateParams& p) {
+  return uint64_t(a.logits.shape[1]) | uint64_t(a.ids.shape[1]) << 16 |
+         uint64_t(p.mode == GateMode::kSigmoidGroupedTopk) << 24 | uint64_t(score_rounding(p.score_dtype)) << 25;
+}
+
 void moe_topk_gate(const MoeTopkGateArgs& a, const MoeTopkGateParams& p, CUstream stream,
                    const jit::CompileOptions& compile) {
   validate_moe_topk_gate(a, p, DeviceType::kCUDA);
@@ -98,14 +110,9 @@ void moe_topk_gate(const MoeTopkGateArgs& a, const MoeTopkGateParams& p, CUstrea
   if (T == 0) return;
   const int dev = a.logits.device.index;
   static jit::OpKernelCache kernels;
-  const uint64_t code = uint64_t(a.logits.shape[1]) | uint64_t(a.ids.shape[1]) << 16 |
-                        uint64_t(p.mode == GateMode::kSigmoidGroupedTopk) << 24 |
-                        uint64_t(score_rounding(p.score_dtype)) << 25;
-  const jit::Launchable* k = &kernels.get(code, compile, dev, [&] { return moe_topk_gate_kernel_spec(a, p); });
-  tc::moe::TopkGateParams kp{a.logits.ptr<float>(), a.bias ? a.bias->ptr<float>() : nullptr, a.ids.ptr<int>(),
-                             a.weights.ptr<float>(), (long long)T, int(a.logits.shape[1]), p.n_group,
-                             p.topk_group, p.renormalize ? 1 : 0,
-                             p.mode == GateMode::kSigmoidGroupedTopk ? p.scale : 1.0f};
+  const jit::Launchable* k =
+      &kernels.get(topk_gate_kernel_code(a, p), compile, dev, [&] { return moe_topk_gate_kernel_spec(a, p); });
+  tc::moe::TopkGateParams kp = topk_gate_kernel_params(a, p);
   const unsigned grid = unsigned((T + kWarpsPerBlock - 1) / kWarpsPerBlock);
   TC_CHECK_ARG((T + kWarpsPerBlock - 1) / kWarpsPerBlock <= 0x7fffffff, kOp, "logits", "fewer than 2^33 tokens",
                a.logits.describe());

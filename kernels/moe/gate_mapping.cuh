@@ -1,0 +1,35 @@
+#pragma once
+// moe_topk_gate + moe_fused_mapping in one launch: every warp of every block
+// selects one token's experts (topk_gate_token), and the last block to finish
+// builds the expert-major layout from all of them (fused_mapping_block). It
+// saves the second launch and its wait, which dominate both steps at decode
+// sizes. Results are bitwise those of the two kernels run one after the other.
+#include "moe/fused_mapping.cuh"
+#include "moe/gate_mapping_params.cuh"
+#include "moe/topk_gate.cuh"
+
+namespace tc::moe {
+
+// p.done reads 0 at launch; the last block resets it, so the same counter
+// serves the next launch (and every replay of a graph).
+template <int MODE, int EPL, int K, int ROUND>
+__global__ void __launch_bounds__(kMappingThreads, 1) topk_gate_mapping_kernel(const GateMappingParams p) {
+  constexpr int W = Target::kWarpSize;
+  const TopkGateParams& g = p.gate;
+  const long long t = 1ll * blockIdx.x * (kMappingThreads / W) + threadIdx.x / W;
+  if (t < g.num_tokens) topk_gate_token<MODE, EPL, K, ROUND>(g, t, threadIdx.x % W);
+  // Release this block's ids before it counts itself done (the classic
+  // last-block pattern: fence, then one atomic per block).
+  __threadfence();
+  __syncthreads();
+  __shared__ bool last;
+  if (threadIdx.x == 0) last = atomicAdd(p.done, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();  // acquire: every block's ids are visible (read through L2)
+  extern __shared__ int smem[];
+  fused_mapping_block(p.mapping, smem);
+  if (threadIdx.x == 0) *p.done = 0u;
+}
+
+}  // namespace tc::moe

@@ -1,0 +1,14 @@
+#pragma once
+// Kernel parameters of the fused moe_topk_gate + moe_fused_mapping launch.
+#include "moe/fused_mapping_params.cuh"
+#include "moe/topk_gate_params.cuh"
+
+namespace tc::moe {
+
+struct GateMappingParams {
+  TopkGateParams gate;
+  FusedMappingParams mapping;  // mapping.ids == gate.ids
+  unsigned* done;              // reads 0 at launch; the last block resets it
+};
+
+}  // namespace tc::moe
