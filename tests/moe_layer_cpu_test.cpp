@@ -322,9 +322,12 @@ TEST(FusedMoeCpu, KernelsForSm90a) {
   a.w_up.stacked = cuda(*a.w_up.stacked);
   a.w_down.stacked = cuda(*a.w_down.stacked);
   const auto specs = ops::fused_moe_kernel_specs(a, L.params());
-  ASSERT_EQ(specs.size(), 6u);  // router GEMM, gate, mapping, gate/up, down, combine
-  EXPECT_NE(specs[3].config.find("wgmma"), std::string::npos) << specs[3].config;
-  EXPECT_NE(specs[3].config.find("silu*up"), std::string::npos) << specs[3].config;
+  // router GEMM, gate + mapping (the layer's launch), gate and mapping alone
+  // (stage timings), gate/up, down, combine
+  ASSERT_EQ(specs.size(), 7u);
+  EXPECT_EQ(specs[1].function, "tc::moe::topk_gate_mapping_kernel");
+  EXPECT_NE(specs[4].config.find("wgmma"), std::string::npos) << specs[4].config;
+  EXPECT_NE(specs[4].config.find("silu*up"), std::string::npos) << specs[4].config;
   EXPECT_GT(ops::fused_moe_workspace_bytes(a, L.params()), size_t(L.T * L.K * (L.H + L.I) * 2));
 }
 
