@@ -263,11 +263,32 @@ struct GroupedGemm {
     }
   }
 
+  // group_m = 0: the 2-D grid, one tile per CTA. group_m > 0: CTA b takes
+  // tiles b, b + gridDim.x, ... of the grouped order, whose tiles in use come
+  // first; at decode the host launches about as many CTAs as there can be
+  // tiles in use, not one per tile of the capacity (DeepSeek-V3 T=1: ~13K
+  // CTAs for 448 tiles, two resident per SM, each exiting at once).
   static __device__ __forceinline__ void run(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L) {
     const GroupedGemmParams& p = L.p;
     extern __shared__ __align__(128) char smem[];
     GemmTile tile;
-    if (!gemm_tile_owned(p, BM, BN, tile)) return;
+    if (p.group_m <= 0) {
+      if (gemm_tile_owned(p, BM, BN, tile)) run_tile(L, tile, smem);
+      return;
+    }
+    const int tiles = p.num_tiles ? *p.num_tiles : (p.M + BM - 1) / BM;
+    const long long tiles_n = (p.N + BN - 1) / BN, group = (long long)p.group_m * tiles_n;
+    const long long live = min(p.tiles_total, (tiles + p.group_m - 1) / p.group_m * group);
+    for (long long idx = blockIdx.x; idx < live; idx += gridDim.x) {
+      if (!gemm_tile_at(p, idx, tiles, BM, BN, tile)) continue;
+      run_tile(L, tile, smem);
+      __syncthreads();  // every thread is done with the ring and src before the next tile's loads
+    }
+  }
+
+  static __device__ __forceinline__ void run_tile(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L, const GemmTile& tile,
+                                                  char* smem) {
+    const GroupedGemmParams& p = L.p;
     const int row0 = tile.row0, col0 = tile.col0;
 
     int* src = reinterpret_cast<int*>(smem + STAGES * kStageBytes);

@@ -224,15 +224,20 @@ namespace {
 // slower (15.2 -> 25.1 us): the reduce launch outweighs the gain, hence the
 // floor of 16 k-steps per slice. Live tiles are bounded by rows_used (the
 // layer's T * top_k); without it every tile of M counts.
+// Output tiles that can hold rows: each expert's rows are padded to the
+// tile, so sum of ceil(r_e / block_m) <= used / block_m + (experts holding
+// rows), with used = rows_used (else M).
+int64_t live_tiles_bound(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c) {
+  const int64_t M = a.out.shape[0], N = a.out.shape[1], E = a.w.num_experts();
+  const int64_t used = a.rows_used > 0 ? std::min(a.rows_used, M) : M;
+  const int64_t row_tiles = std::min<int64_t>((M + c.block_m - 1) / c.block_m, used / c.block_m + std::min(E, used));
+  return std::max<int64_t>(row_tiles, 1) * ((N + c.block_n - 1) / c.block_n);
+}
+
 int auto_k_splits(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c, int sm_count) {
   if (sm_count <= 0) return 1;
-  const int64_t M = a.out.shape[0], N = a.out.shape[1], K = a.a.shape[1], E = a.w.num_experts();
-  const int64_t used = a.rows_used > 0 ? std::min(a.rows_used, M) : M;
-  // Each expert's rows are padded to the tile: sum of ceil(r_e / block_m)
-  // <= used / block_m + (experts holding rows).
-  const int64_t row_tiles = std::min<int64_t>((M + c.block_m - 1) / c.block_m, used / c.block_m + std::min(E, used));
-  const int64_t tiles = std::max<int64_t>(row_tiles, 1) * ((N + c.block_n - 1) / c.block_n);
-  const int64_t steps = (K + kBK - 1) / kBK;
+  const int64_t tiles = live_tiles_bound(a, c);
+  const int64_t steps = (a.a.shape[1] + kBK - 1) / kBK;
   if (tiles > sm_count || steps < 32) return 1;
   return int(std::clamp<int64_t>(std::min(2 * sm_count / tiles, steps / 16), 1, 4));
 }
@@ -517,6 +522,10 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
     if (c.persistent == 2) p.sched = launch_counter_pair(a.a.device.index);
   } else if (c.group_m > 0) {
     grid_x *= grid_y, grid_y = 1;
+    // mma.sync: CTAs loop over the grouped order, whose tiles in use come
+    // first; launch about as many as can be in use (decode: most of the
+    // capacity's tiles are empty padding).
+    if (c.sm90 == 0) grid_x = unsigned(std::min<int64_t>(grid_x, live_tiles_bound(a, c)));
   }
   const unsigned threads = unsigned(32 * c.warps_m * c.warps_n);
   // Split K: slices of whole 64-wide steps; fp32 partials in stream-ordered
