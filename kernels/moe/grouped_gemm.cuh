@@ -272,7 +272,9 @@ struct GroupedGemm {
     const GroupedGemmParams& p = L.p;
     extern __shared__ __align__(128) char smem[];
     GemmTile tile;
-    if (p.group_m <= 0) {
+    // The 512-entry pointer table (> 64 per-expert tensors) spills 8 bytes
+    // in the loop: it keeps one tile per CTA (the host does not shrink its grid).
+    if (p.group_m <= 0 || TABLE > 64) {
       if (gemm_tile_owned(p, BM, BN, tile)) run_tile(L, tile, smem);
       return;
     }

@@ -525,7 +525,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
     // mma.sync: CTAs loop over the grouped order, whose tiles in use come
     // first; launch about as many as can be in use (decode: most of the
     // capacity's tiles are empty padding).
-    if (c.sm90 == 0) grid_x = unsigned(std::min<int64_t>(grid_x, live_tiles_bound(a, c)));
+    if (c.sm90 == 0 && table <= 64) grid_x = unsigned(std::min<int64_t>(grid_x, live_tiles_bound(a, c)));
   }
   const unsigned threads = unsigned(32 * c.warps_m * c.warps_n);
   // Split K: slices of whole 64-wide steps; fp32 partials in stream-ordered
