@@ -7,6 +7,7 @@
 
 #include "test_util.h"
 #include "tilecraft/harness/random.h"
+#include "tilecraft/jit/jit.h"
 #include "tilecraft/ops/fused_moe.h"
 #include "tilecraft/ops/moe_fused_mapping.h"
 #include "tilecraft/runtime/device.h"
@@ -100,7 +101,9 @@ namespace {
 struct Layer {
   int64_t T = 200, H = 512, I = 256, E = 32, K = 4;
   DeviceTensor x, wr, wg, wu, wd, bias, out, ids, w;
-  Layer() {
+  Layer() : Layer(200, 32, 4, 99) {}
+  // x_stream picks the input (and so the routing); the weights are fixed.
+  Layer(int64_t tokens, int64_t experts, int64_t top_k, uint64_t x_stream) : T(tokens), E(experts), K(top_k) {
     const DType dt = DType::kBF16;
     x = DeviceTensor(dt, {T, H});
     wr = DeviceTensor(dt, {E, H});
@@ -114,7 +117,7 @@ struct Layer {
     uint64_t stream = 1;
     for (DeviceTensor* t : {&x, &wr, &wg, &wu, &wd, &bias})
       harness::fill_uniform_device(t->view(), 777, stream++, -0.2f, 0.2f, nullptr);
-    harness::fill_uniform_device(x.view(), 777, 99, -1.f, 1.f, nullptr);
+    harness::fill_uniform_device(x.view(), 777, x_stream, -1.f, 1.f, nullptr);
     TC_CU(rt::driver().cuCtxSynchronize());
   }
   ops::FusedMoeArgs args() {
@@ -188,6 +191,47 @@ TEST(GpuFusedMoe, CudaGraphCaptureAndReplay) {
   }
   d.cuGraphExecDestroy(ge);
   d.cuGraphDestroy(g);
+}
+
+// Programmatic dependent launch lets each kernel of the chain start while
+// the previous one drains; every kernel waits for its predecessor before it
+// touches memory. Back-to-back layers on different inputs sharing one
+// workspace (no sync between them) must give the bits of plain launches: a
+// kernel reading before its wait, or writing the workspace while the last
+// call's combine still reads it, would show here. Decode (mma.sync, fused
+// gate + mapping) and prefill (wgmma, 512 rows per expert) shapes.
+TEST(GpuFusedMoe, DependentLaunchKeepsEveryCallsBits) {
+  TC_REQUIRE_GPU();
+  struct Restore {
+    ~Restore() { jit::set_dependent_launch(true); }
+  } restore;
+  struct Shape {
+    int64_t T, E, K;
+  };
+  for (const Shape& sh : {Shape{200, 32, 4}, Shape{1, 32, 4}, Shape{2048, 8, 2}}) {
+    SCOPED_TRACE(::testing::Message() << "T=" << sh.T << " E=" << sh.E << " K=" << sh.K);
+    Layer A(sh.T, sh.E, sh.K, 99), B(sh.T, sh.E, sh.K, 123);
+    rt::Stream s;
+    ops::FusedMoeWorkspace ws;
+    jit::set_dependent_launch(false);
+    ops::fused_moe(A.args(), A.params(), s.get(), &ws);
+    s.sync();
+    const HostTensor ref_a = A.out.to_host();
+    ops::fused_moe(B.args(), B.params(), s.get(), &ws);
+    s.sync();
+    const HostTensor ref_b = B.out.to_host();
+    ASSERT_FALSE(same_bits(ref_a, ref_b)) << "the two inputs must differ for the check to mean anything";
+    jit::set_dependent_launch(true);
+    for (int rep = 0; rep < 3; ++rep) {
+      A.out.fill_bytes(0xff), B.out.fill_bytes(0xff);
+      ops::fused_moe(A.args(), A.params(), s.get(), &ws);
+      ops::fused_moe(B.args(), B.params(), s.get(), &ws);
+      ops::fused_moe(A.args(), A.params(), s.get(), &ws);
+      s.sync();
+      EXPECT_TRUE(same_bits(ref_a, A.out.to_host())) << "A, rep " << rep;
+      EXPECT_TRUE(same_bits(ref_b, B.out.to_host())) << "B, rep " << rep;
+    }
+  }
 }
 
 // The fused gate + mapping launch against the two kernels run apart: every

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "test_util.h"
+#include "tilecraft/jit/compiler.h"
 #include "tilecraft/jit/jit.h"
 #include "tilecraft/ops/fused_moe.h"
 #include "tilecraft/ops/moe_fused_mapping.h"
@@ -329,5 +330,36 @@ TEST(FusedMoeCpu, KernelsForSm90a) {
   EXPECT_NE(specs[4].config.find("wgmma"), std::string::npos) << specs[4].config;
   EXPECT_NE(specs[4].config.find("silu*up"), std::string::npos) << specs[4].config;
   EXPECT_GT(ops::fused_moe_workspace_bytes(a, L.params()), size_t(L.T * L.K * (L.H + L.I) * 2));
+}
+
+// Every kernel of the chain may start while the previous one drains
+// (programmatic dependent launch), so each must wait for the previous grid
+// before it touches memory: its spec says so and its PTX holds the wait. At
+// T = 4096 (wgmma GEMMs, fused gate + mapping) and T = 1 (mma.sync GEMMs).
+TEST(FusedMoeCpu, EveryChainKernelWaitsForThePreviousGrid) {
+  for (int64_t T : {4096, 1}) {
+    HostLayer L;
+    L.T = T;
+    auto cuda = [](TensorView t) {
+      t.device = Device{DeviceType::kCUDA, 0};
+      t.data = reinterpret_cast<void*>(uintptr_t(1) << 20);
+      return t;
+    };
+    HostTensor x(L.dt, {L.T, L.H}), out(L.dt, {L.T, L.H});
+    auto a = L.args();
+    a.x = cuda(x.view());
+    a.out = cuda(out.view());
+    a.w_router = cuda(a.w_router);
+    a.w_gate.stacked = cuda(*a.w_gate.stacked);
+    a.w_up.stacked = cuda(*a.w_up.stacked);
+    a.w_down.stacked = cuda(*a.w_down.stacked);
+    for (const jit::KernelSpec& spec : ops::fused_moe_kernel_specs(a, L.params())) {
+      SCOPED_TRACE(spec.function + " " + spec.config + " T=" + std::to_string(T));
+      EXPECT_TRUE(spec.waits_for_previous_grid);
+      const std::string ptx = jit::nvrtc_compile(spec, {}, "compute_90a").binary;
+      EXPECT_NE(ptx.find("griddepcontrol.wait"), std::string::npos);
+      EXPECT_NE(ptx.find("griddepcontrol.launch_dependents"), std::string::npos);
+    }
+  }
 }
 

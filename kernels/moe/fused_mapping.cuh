@@ -10,6 +10,7 @@
 //      its expert's offset + the slots of that expert in earlier warps + in
 //      earlier batches + earlier lanes of this batch (__match_any_sync).
 #include "moe/fused_mapping_params.cuh"
+#include "tile/grid_dependency.cuh"
 #include "tile/target.cuh"
 
 namespace tc::moe {
@@ -113,6 +114,7 @@ __device__ __forceinline__ void fused_mapping_block(const FusedMappingParams& p,
 
 __global__ void __launch_bounds__(kMappingThreads, 1) fused_mapping_kernel(const FusedMappingParams p) {
   extern __shared__ int smem[];
+  grid_dependency_begin();
   fused_mapping_block(p, smem);
 }
 

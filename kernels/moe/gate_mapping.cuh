@@ -16,6 +16,7 @@ template <int MODE, int EPL, int K, int ROUND>
 __global__ void __launch_bounds__(kMappingThreads, 1) topk_gate_mapping_kernel(const GateMappingParams p) {
   constexpr int W = Target::kWarpSize;
   const TopkGateParams& g = p.gate;
+  grid_dependency_begin();
   const long long t = 1ll * blockIdx.x * (kMappingThreads / W) + threadIdx.x / W;
   if (t < g.num_tokens) topk_gate_token<MODE, EPL, K, ROUND>(g, t, threadIdx.x % W);
   // Release this block's ids before it counts itself done (the classic

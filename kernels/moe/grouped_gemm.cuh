@@ -15,6 +15,7 @@
 // VEC: 16-byte cp.async loads (K, N, strides and bases multiples of 8
 // elements); otherwise element loads with bounds, for odd shapes.
 #include "moe/grouped_gemm_params.cuh"
+#include "tile/grid_dependency.cuh"
 #include "tile/mma.cuh"
 #include "tile/target.cuh"
 
@@ -361,6 +362,7 @@ template <typename T, typename OutT, int BM, int BN, int WARPS_M, int WARPS_N, i
           bool VEC, int TABLE>
 __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
     grouped_gemm_kernel(const GroupedGemmLaunch<TABLE ? TABLE : 1> L) {
+  grid_dependency_begin();
   GroupedGemm<T, OutT, BM, BN, WARPS_M, WARPS_N, STAGES, LAYOUT, DUAL, VEC, TABLE>::run(L);
 }
 
@@ -369,6 +371,7 @@ template <typename T, typename OutT, int BM, int BN, int WARPS_M, int WARPS_N, i
           bool VEC, int TABLE>
 __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
     grouped_gemm_split_kernel(const GroupedGemmLaunch<TABLE ? TABLE : 1> L) {
+  grid_dependency_begin();
   GroupedGemm<T, OutT, BM, BN, WARPS_M, WARPS_N, STAGES, LAYOUT, DUAL, VEC, TABLE, true>::run(L);
 }
 
@@ -377,6 +380,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
 // store. Rows of tiles past num_tiles or of no expert are not written.
 template <typename OutT, int BM, bool DUAL, bool VEC>
 __global__ void grouped_gemm_split_reduce_kernel(const GroupedGemmParams p) {
+  grid_dependency_begin();
   const int pairs = (p.N + 1) / 2;
   const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= (long long)p.M * pairs) return;

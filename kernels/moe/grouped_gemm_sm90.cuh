@@ -217,6 +217,7 @@ struct GroupedGemmSm90 {
 template <typename T, typename OutT, int BM, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE>
 __global__ void __launch_bounds__(256, 1) grouped_gemm_sm90_kernel(const GroupedGemmLaunch<TABLE ? TABLE : 1> L) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  grid_dependency_begin();
   GroupedGemmSm90<T, OutT, BM, BN, STAGES, LAYOUT, DUAL, TABLE>::run(L);
 #endif
 }

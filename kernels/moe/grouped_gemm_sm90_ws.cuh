@@ -227,6 +227,7 @@ struct GroupedGemmSm90Ws {
       for (int s = 0; s < kTileRing; ++s) mbar_init(q.tfull + s, 1), mbar_init(q.tempty + s, 8);
       mbar_init_fence();
     }
+    grid_dependency_begin();  // after the shared-memory setup, before any global access
     __syncthreads();
 
     const bool dynamic = p.sched != nullptr;

@@ -12,6 +12,7 @@
 // independent 16-byte loads in flight per thread. The kernel is a pure
 // stream; latency hiding and the wave tail decide its speed.
 #include "moe/reduce_fused_params.cuh"
+#include "tile/grid_dependency.cuh"
 #include "tile/types.cuh"
 #include "tile/vec.cuh"
 
@@ -22,6 +23,7 @@ namespace tc::moe {
 template <typename TIn, typename TOut, int K, int VEC, int ITEMS, bool HAS_W, bool HAS_XSF, bool HAS_SF,
           bool CHECKED, int HINTS = 0>
 __global__ void __launch_bounds__(256, 1) reduce_fused_kernel(const ReduceFusedParams p) {
+  grid_dependency_begin();
   const TIn* x = static_cast<const TIn*>(p.x);
   TOut* out = static_cast<TOut*>(p.out);
   const int chunk0 = blockIdx.x * blockDim.x * ITEMS + threadIdx.x;

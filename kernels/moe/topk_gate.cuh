@@ -15,6 +15,7 @@
 // logits row is read with coalesced loads and every selection is a warp
 // arg-max with the weight carried along (no runtime-indexed register arrays).
 #include "moe/topk_gate_params.cuh"
+#include "tile/grid_dependency.cuh"
 #include "tile/target.cuh"
 #include "tile/types.cuh"
 #include "tile/warp.cuh"
@@ -143,6 +144,7 @@ __device__ __forceinline__ void topk_gate_token(const TopkGateParams& p, long lo
 template <int MODE, int EPL, int K, int ROUND>
 __global__ void __launch_bounds__(kGateWarpsPerBlock * Target::kWarpSize)
     topk_gate_kernel(const TopkGateParams p) {
+  grid_dependency_begin();
   const long long t = 1ll * blockIdx.x * kGateWarpsPerBlock + threadIdx.x / Target::kWarpSize;
   if (t < p.num_tokens) topk_gate_token<MODE, EPL, K, ROUND>(p, t, threadIdx.x % Target::kWarpSize);
 }

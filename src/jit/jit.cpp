@@ -1,5 +1,6 @@
 #include "tilecraft/jit/jit.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -153,15 +154,46 @@ const Launchable& get_kernel(const KernelSpec& spec, const CompileOptions& optio
   CUmodule mod;
   TC_DRV(cuModuleLoadData, &mod, compiled->cubin.data());
   TC_DRV(cuModuleGetFunction, &l->fn, mod, compiled->lowered_name.c_str());
+  l->dependent = spec.waits_for_previous_grid && rt::device_info(device).cc_major >= 9;
   std::lock_guard<std::mutex> lock(s.mu);
   // Modules stay loaded for the process: Launchables are handed out by reference.
   return *s.loaded.emplace(memo, std::move(l)).first->second;
 }
 
+static std::atomic<bool>& dependent_launch_flag() {
+  static std::atomic<bool> on{[] {
+    const char* v = std::getenv("TILECRAFT_PDL");
+    return !(v && std::string(v) == "0");
+  }()};
+  return on;
+}
+
+bool dependent_launch_enabled() { return dependent_launch_flag().load(std::memory_order_relaxed); }
+void set_dependent_launch(bool on) { dependent_launch_flag().store(on, std::memory_order_relaxed); }
+
 void launch(const Launchable& k, unsigned grid_x, unsigned grid_y, unsigned block_x, unsigned smem_bytes,
             CUstream stream, void* params, unsigned grid_z) {
   void* args[] = {params};
-  TC_DRV(cuLaunchKernel, k.fn, grid_x, grid_y, grid_z, block_x, 1, 1, smem_bytes, stream, args, nullptr);
+  if (!k.dependent || !dependent_launch_enabled()) {
+    TC_DRV(cuLaunchKernel, k.fn, grid_x, grid_y, grid_z, block_x, 1, 1, smem_bytes, stream, args, nullptr);
+    return;
+  }
+  // The kernel may be scheduled once every CTA of the previous kernel has
+  // started (they allow it at once); its griddepcontrol.wait holds it until
+  // that kernel has finished and its writes are visible. Works under graph
+  // capture (a programmatic edge) and degrades to a plain dependency after a
+  // non-kernel node or a kernel that never allows it.
+  CUlaunchAttribute attr{};
+  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attr.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig cfg{};
+  cfg.gridDimX = grid_x, cfg.gridDimY = grid_y, cfg.gridDimZ = grid_z;
+  cfg.blockDimX = block_x, cfg.blockDimY = 1, cfg.blockDimZ = 1;
+  cfg.sharedMemBytes = smem_bytes;
+  cfg.hStream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  TC_DRV(cuLaunchKernelEx, &cfg, k.fn, args, nullptr);
 }
 
 void clear_memory_cache() {

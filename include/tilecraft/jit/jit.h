@@ -7,6 +7,7 @@
 //   TILECRAFT_DISABLE_CACHE  1: never read or write the disk cache
 //   TILECRAFT_JIT_LOG        1: print each compile / cache hit with options and time
 //   TILECRAFT_DUMP_DIR       write source, PTX, cubin and log of every compile
+//   TILECRAFT_PDL            0: launch every kernel plainly (no programmatic dependent launch)
 #include <cuda.h>
 
 #include <memory>
@@ -33,6 +34,9 @@ struct CompiledKernel {
 
 struct Launchable {
   CUfunction fn = nullptr;
+  // sm_90+ and the spec waits for the previous grid: launched so that it may
+  // start (its CTAs resident, prologue done) while the previous kernel drains.
+  bool dependent = false;
   std::shared_ptr<const CompiledKernel> compiled;
 };
 
@@ -57,6 +61,12 @@ const Launchable& get_kernel(const KernelSpec& spec, const CompileOptions& optio
 // takes exactly one `Params` argument).
 void launch(const Launchable& k, unsigned grid_x, unsigned grid_y, unsigned block_x, unsigned smem_bytes,
             CUstream stream, void* params, unsigned grid_z = 1);
+
+// Programmatic dependent launch of the kernels that allow it (default on;
+// TILECRAFT_PDL=0 starts the process with it off). Results are the same
+// either way; tests compare the two, benchmarks measure the difference.
+bool dependent_launch_enabled();
+void set_dependent_launch(bool on);
 
 // Drops the in-memory maps (tests use this to observe the disk cache).
 void clear_memory_cache();

@@ -12,6 +12,10 @@ struct KernelSpec {
   std::string function;                    // qualified template name, e.g. "tc::moe::reduce_fused_kernel"
   std::vector<std::string> template_args;  // C++ text of each template argument
   std::string config;                      // human-readable config, for tables and logs
+  // The kernel begins with tc::grid_dependency_begin() (tile/grid_dependency.cuh):
+  // it waits for the previous grid in the stream before touching global memory,
+  // so the JIT may launch it as a programmatic dependent launch (sm_90+).
+  bool waits_for_previous_grid = false;
 
   std::string name_expression() const;    // "&tc::moe::reduce_fused_kernel<float, 8>"
   std::string generated_source() const;   // include + forced instantiation

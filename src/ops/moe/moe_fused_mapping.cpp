@@ -59,7 +59,7 @@ void validate_moe_fused_mapping(const MoeFusedMappingArgs& a, const MoeFusedMapp
 }
 
 jit::KernelSpec moe_fused_mapping_kernel_spec() {
-  return {"moe/fused_mapping.cuh", "tc::moe::fused_mapping_kernel", {}, "fused_mapping 1024 threads"};
+  return {"moe/fused_mapping.cuh", "tc::moe::fused_mapping_kernel", {}, "fused_mapping 1024 threads", true};
 }
 
 namespace {

@@ -379,13 +379,15 @@ jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const 
                                                    c.tma ? "true" : "false", c.tma == 2 ? "true" : "false"}
                         : std::vector<std::string>{in, out, std::to_string(c.block_m), std::to_string(c.block_n),
                                                    std::to_string(c.stages), lay, gated, std::to_string(table)},
-            cfg};
+            cfg,
+            true};
   return {"moe/grouped_gemm.cuh",
           c.k_splits > 1 ? "tc::moe::grouped_gemm_split_kernel" : "tc::moe::grouped_gemm_kernel",
           {in, out, std::to_string(c.block_m), std::to_string(c.block_n), std::to_string(c.warps_m),
            std::to_string(c.warps_n), std::to_string(c.stages), lay, gated, vec ? "true" : "false",
            std::to_string(table)},
-          cfg};
+          cfg,
+          true};
 }
 
 jit::KernelSpec moe_grouped_gemm_split_reduce_spec(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c) {
@@ -394,7 +396,8 @@ jit::KernelSpec moe_grouped_gemm_split_reduce_spec(const MoeGroupedGemmArgs& a, 
           "tc::moe::grouped_gemm_split_reduce_kernel",
           {dtype_kernel_type(a.out.dtype), std::to_string(c.block_m), dual ? "true" : "false",
            vector_ok(a) ? "true" : "false"},
-          fmt::format("split-k reduce bm={}{}", c.block_m, dual ? " silu*up" : "")};
+          fmt::format("split-k reduce bm={}{}", c.block_m, dual ? " silu*up" : ""),
+          true};
 }
 
 // The split-K reduce: sums the slices of every valid row in order, then the

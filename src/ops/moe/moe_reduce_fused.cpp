@@ -115,7 +115,8 @@ jit::KernelSpec MoeReduceFusedConfig::kernel_spec() const {
       "tc::moe::reduce_fused_kernel",
       {dtype_kernel_type(in), dtype_kernel_type(out), std::to_string(k), std::to_string(vec), std::to_string(items),
        b(weights), b(x_sf), b(sf), b(checked), std::to_string(hints)},
-      str()};
+      str(),
+      true};
 }
 
 void validate_moe_reduce_fused(const MoeReduceFusedArgs& a, DeviceType backend) {

@@ -89,7 +89,8 @@ jit::KernelSpec moe_topk_gate_kernel_spec(const MoeTopkGateArgs& a, const MoeTop
   return {"moe/topk_gate.cuh",
           "tc::moe::topk_gate_kernel",
           {std::to_string(mode), std::to_string(epl), std::to_string(K), std::to_string(score_rounding(p.score_dtype))},
-          fmt::format("{} E={} K={} epl={} scores={}", gate_mode_name(p.mode), E, K, epl, dtype_name(p.score_dtype))};
+          fmt::format("{} E={} K={} epl={} scores={}", gate_mode_name(p.mode), E, K, epl, dtype_name(p.score_dtype)),
+          true};
 }
 
 tc::moe::TopkGateParams topk_gate_kernel_params(const MoeTopkGateArgs& a, const MoeTopkGateParams& p) {

@@ -1,0 +1,20 @@
+#pragma once
+// Programmatic dependent launch (sm_90+). The JIT may launch a kernel whose
+// spec says `waits_for_previous_grid` while the previous kernel in the stream
+// is still draining: its CTAs become resident in the freed slots and run up
+// to this call, which holds them until the previous grid has finished and
+// its writes are visible. So a kernel calls it before its first global
+// access (read or write), and may do only shared-memory setup before it.
+// It also lets the next kernel be scheduled at once: that kernel waits the
+// same way, so it cannot run ahead of this one's results. On older GPUs and
+// under a plain launch both instructions return at once.
+namespace tc {
+
+__device__ __forceinline__ void grid_dependency_begin() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+}  // namespace tc
