@@ -165,8 +165,21 @@ TEST(MoeGroupedGemmCpu, WarpSpecialisedConfig) {
   // Weights by TMA by default (stacked), by cp.async on request; TMA is
   // refused for the other kernels and for pointer tables over 64 experts.
   EXPECT_EQ(c.tma, 1);
-  EXPECT_EQ(c.persistent, 0);  // one CTA per tile by default; persistent on request (a launch parameter)
-  EXPECT_EQ(c.str().find("persistent"), std::string::npos) << c.str();
+  // K = 256 (4 k-steps): short tiles take the dynamic tile counter by
+  // default; 32 k-steps and up one CTA per tile; 0 asks for that anywhere.
+  EXPECT_EQ(c.persistent, 2);
+  EXPECT_NE(c.str().find("persistent-dynamic"), std::string::npos) << c.str();
+  {
+    HostTensor a2(DType::kBF16, {1024, 2048}), w2(DType::kBF16, {2, 512, 2048});
+    ops::MoeGroupedGemmArgs g2 = g;
+    g2.a = a2.view(), g2.w.stacked = w2.view();
+    const auto c2 = ops::moe_grouped_gemm_config(g2, over, 9);
+    EXPECT_EQ(c2.persistent, 0);
+    EXPECT_EQ(c2.str().find("persistent"), std::string::npos) << c2.str();
+    ops::MoeGroupedGemmConfig o = over;
+    o.persistent = 0;
+    EXPECT_EQ(ops::moe_grouped_gemm_config(g, o, 9).persistent, 0);
+  }
   {
     ops::MoeGroupedGemmConfig o = over;
     o.persistent = 1;

@@ -317,12 +317,16 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
     TC_CHECK_ARG(c.sm90 != 2 || c.tma >= 1 || N * a.a.shape[1] < (int64_t(1) << 31), kOp, "sm90",
                  "N * K < 2^31 for the warp-specialised kernel with cp.async weights (tma=0)",
                  fmt::format("N = {}, K = {}", N, a.a.shape[1]));
-    // Persistent CTAs are opt-in: with a static walk (CTA b takes tiles b,
-    // b + 132, ...) the CTAs drift apart and lose the grouped order's L2
-    // sharing; race case 1 gate/up measured 14.7 ms against 13.1 ms with one
-    // CTA per tile (H200, docs/perf/fused_moe.md). A dynamic tile counter is
-    // the next step.
-    c.persistent = c.sm90 == 2 && over.persistent >= 1 ? over.persistent : 0;
+    // Persistent CTAs: a static walk (CTA b takes tiles b, b + 132, ...)
+    // lets the CTAs drift apart and lose the grouped order's L2 sharing (race
+    // case 1 gate/up 14.7 ms against 13.1 with one CTA per tile), so it stays
+    // opt-in. The dynamic tile counter (2) overlaps a tile's epilogue with the
+    // next tile's loads; that pays where tiles are short: K <= 1024 (<= 16
+    // k-steps), where the down GEMMs of Qwen3-30B T=4096 (295 -> 285 us) and
+    // race case 2 (924 -> 896 us) gained, while at 32 k-steps it measured
+    // -5% to +4% (H200, docs/perf/fused_moe.md, session 10).
+    const bool short_tiles = a.a.shape[1] <= 16 * kBK;
+    c.persistent = c.sm90 != 2 ? 0 : over.persistent >= 0 ? over.persistent : short_tiles ? 2 : 0;
     const int stage = c.block_m * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2;
     c.stages = over.stages ? over.stages : std::min(6, 200 * 1024 / stage);
     TC_CHECK_ARG(c.block_n == 64 || c.block_n == 128 || c.block_n == 256, kOp, "block_n",
