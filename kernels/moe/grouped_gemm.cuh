@@ -103,18 +103,16 @@ __device__ __forceinline__ bool gemm_tile_of(const GroupedGemmParams& p, int til
   return gemm_group_tile(p, blockIdx.x, tiles, bn, tm, tn);
 }
 
-// The schedule is read through L2 (ld.global.cg): the mma.sync kernel may
-// read it before its grid-dependency wait (see GroupedGemm::run).
 // This CTA's output tile and its expert; false when it has none (past the
 // tiles in use, the tail of a short group, or a tile of no expert).
 struct GemmTile {
   int row0, col0, expert;
 };
 __device__ __forceinline__ bool gemm_tile_owned(const GroupedGemmParams& p, int bm, int bn, GemmTile& t) {
-  const int tiles = p.num_tiles ? __ldcg(p.num_tiles) : (p.M + bm - 1) / bm;
+  const int tiles = p.num_tiles ? *p.num_tiles : (p.M + bm - 1) / bm;
   int tm, tn;
   if (!gemm_tile_of(p, tiles, bn, tm, tn)) return false;
-  t.expert = p.tile_expert ? __ldcg(p.tile_expert + tm) : 0;
+  t.expert = p.tile_expert ? p.tile_expert[tm] : 0;
   if (t.expert < 0 || t.expert >= p.num_experts) return false;
   t.row0 = tm * bm, t.col0 = tn * bn;
   return true;
@@ -132,7 +130,7 @@ __device__ __forceinline__ bool gemm_tile_at(const GroupedGemmParams& p, long lo
     tm = int(idx % grid_m), tn = int(idx / grid_m);
     if (tm >= tiles) return false;
   }
-  t.expert = p.tile_expert ? __ldcg(p.tile_expert + tm) : 0;
+  t.expert = p.tile_expert ? p.tile_expert[tm] : 0;
   if (t.expert < 0 || t.expert >= p.num_experts) return false;
   t.row0 = tm * bm, t.col0 = tn * bn;
   return true;
@@ -172,27 +170,18 @@ struct GroupedGemm {
   // Stage `s` <- K columns [k0, k0 + 64) of the A rows and B columns of this
   // tile; columns from `kend` on read zeros (the K edge, or this CTA's split).
   static __device__ __forceinline__ void load_stage(const Ctx& x, char* stage, int k0, int kend) {
-    load_stage_a(x, stage, k0, kend);
-    load_stage_b(x, stage, k0, kend);
-  }
-
-  // A: BM rows x 8 chunks of 8 elements.
-  static __device__ __forceinline__ void load_stage_a(const Ctx& x, char* stage, int k0, int kend) {
     const GroupedGemmParams& p = x.p;
+    const int tid = threadIdx.x;
     const T* a = static_cast<const T*>(p.a);
-    for (int i = threadIdx.x; i < BM * 8; i += kThreads) {
+    // A: BM rows x 8 chunks of 8 elements.
+    for (int i = tid; i < BM * 8; i += kThreads) {
       const int r = i >> 3, ch = i & 7, k = k0 + ch * 8;
       const int src = x.src[r];
       char* dst = stage + swizzle(r, ch, kGemmBK * 2);
       const T* g = a + (long long)(src < 0 ? 0 : src) * p.lda + k;
       copy_chunk(dst, g, src >= 0, kend - k);
     }
-  }
-
-  // B: per matrix, BN x 64 (NK) or 64 x BN (KN).
-  static __device__ __forceinline__ void load_stage_b(const Ctx& x, char* stage, int k0, int kend) {
-    const GroupedGemmParams& p = x.p;
-    const int tid = threadIdx.x;
+    // B: per matrix, BN x 64 (NK) or 64 x BN (KN).
 #pragma unroll
     for (int m = 0; m < kB; ++m) {
       char* bs = stage + kABytes + m * kBBytes;
@@ -280,45 +269,37 @@ struct GroupedGemm {
   // first; at decode the host launches about as many CTAs as there can be
   // tiles in use, not one per tile of the capacity (DeepSeek-V3 T=1: ~13K
   // CTAs for 448 tiles, two resident per SM, each exiting at once).
-  //
-  // Programmatic dependent launch: weights are inputs no kernel of the chain
-  // writes, so when the tile schedule predates the previous kernel
-  // (schedule_settled) a CTA issues its first tile's weight stages, then
-  // waits for that kernel (whose output is A), so the weight stream starts
-  // in the previous kernel's tail. Otherwise it waits first.
   static __device__ __forceinline__ void run(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L) {
     const GroupedGemmParams& p = L.p;
     extern __shared__ __align__(128) char smem[];
-    bool waiting = p.schedule_settled != 0;
-    if (!waiting) grid_dependency_begin();
     GemmTile tile;
     // The 512-entry pointer table (> 64 per-expert tensors) spills 8 bytes
     // in the loop: it keeps one tile per CTA (the host does not shrink its grid).
     if (p.group_m <= 0 || TABLE > 64) {
-      if (gemm_tile_owned(p, BM, BN, tile)) run_tile(L, tile, smem, waiting);
+      if (gemm_tile_owned(p, BM, BN, tile)) run_tile(L, tile, smem);
       return;
     }
-    const int tiles = p.num_tiles ? __ldcg(p.num_tiles) : (p.M + BM - 1) / BM;
+    const int tiles = p.num_tiles ? *p.num_tiles : (p.M + BM - 1) / BM;
     const long long tiles_n = (p.N + BN - 1) / BN, group = (long long)p.group_m * tiles_n;
     const long long live = min(p.tiles_total, (tiles + p.group_m - 1) / p.group_m * group);
     for (long long idx = blockIdx.x; idx < live; idx += gridDim.x) {
       if (!gemm_tile_at(p, idx, tiles, BM, BN, tile)) continue;
-      run_tile(L, tile, smem, waiting);
+      run_tile(L, tile, smem);
       __syncthreads();  // every thread is done with the ring and src before the next tile's loads
     }
   }
 
-  // waiting: this CTA has not waited for the previous grid yet (see run):
-  // the first STAGES - 1 weight stages go out, then the wait, then A.
   static __device__ __forceinline__ void run_tile(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L, const GemmTile& tile,
-                                                  char* smem, bool& waiting) {
+                                                  char* smem) {
     const GroupedGemmParams& p = L.p;
     const int row0 = tile.row0, col0 = tile.col0;
 
     int* src = reinterpret_cast<int*>(smem + STAGES * kStageBytes);
+    gemm_tile_sources(p, row0, BM, src);
     Ctx x{p, {nullptr, nullptr}, src, row0, col0};
 #pragma unroll
     for (int m = 0; m < kB; ++m) x.b[m] = gemm_expert_weights<T, TABLE>(L, m, tile.expert);
+    __syncthreads();
 
     float acc[kB][MI][NI][4];
 #pragma unroll
@@ -333,26 +314,9 @@ struct GroupedGemm {
     const int kbeg = SPLIT ? int(blockIdx.z) * p.k_per_split : 0;
     const int kend = SPLIT ? min(p.K, kbeg + p.k_per_split) : p.K;
     const int kt = kend > kbeg ? (kend - kbeg + kGemmBK - 1) / kGemmBK : 0;
-    const bool early = waiting;
-    if (early) {
-      // Groups B0..B(S-2), then A0..A(S-2): the main loop's wait<STAGES-2>
-      // at step t still leaves only A(t+1).. in flight, so stage t is whole.
-#pragma unroll
-      for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < kt) load_stage_b(x, smem + s * kStageBytes, kbeg + s * kGemmBK, kend);
-        cp_async_commit();
-      }
-      grid_dependency_begin();
-      waiting = false;
-    }
-    gemm_tile_sources(p, row0, BM, src);
-    __syncthreads();
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-      if (s < kt) {
-        if (early) load_stage_a(x, smem + s * kStageBytes, kbeg + s * kGemmBK, kend);
-        else load_stage(x, smem + s * kStageBytes, kbeg + s * kGemmBK, kend);
-      }
+      if (s < kt) load_stage(x, smem + s * kStageBytes, kbeg + s * kGemmBK, kend);
       cp_async_commit();
     }
     const int warp = threadIdx.x / Target::kWarpSize, lane = threadIdx.x % Target::kWarpSize;
@@ -398,6 +362,7 @@ template <typename T, typename OutT, int BM, int BN, int WARPS_M, int WARPS_N, i
           bool VEC, int TABLE>
 __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
     grouped_gemm_kernel(const GroupedGemmLaunch<TABLE ? TABLE : 1> L) {
+  grid_dependency_begin();
   GroupedGemm<T, OutT, BM, BN, WARPS_M, WARPS_N, STAGES, LAYOUT, DUAL, VEC, TABLE>::run(L);
 }
 
@@ -406,6 +371,7 @@ template <typename T, typename OutT, int BM, int BN, int WARPS_M, int WARPS_N, i
           bool VEC, int TABLE>
 __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
     grouped_gemm_split_kernel(const GroupedGemmLaunch<TABLE ? TABLE : 1> L) {
+  grid_dependency_begin();
   GroupedGemm<T, OutT, BM, BN, WARPS_M, WARPS_N, STAGES, LAYOUT, DUAL, VEC, TABLE, true>::run(L);
 }
 

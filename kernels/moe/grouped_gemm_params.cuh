@@ -30,11 +30,6 @@ struct GroupedGemmParams {
   // reduce kernel sums the k_splits slices in order and applies the epilogue.
   int k_splits, k_per_split;
   float* partial;
-  // mma.sync kernel: nonzero when num_tiles and tile_expert were written
-  // before the kernel that precedes this one in the stream (the layer's down
-  // GEMM: mapping, then gate/up, then this). The first tile's weight stages
-  // are then issued before waiting for that kernel (see GroupedGemm::run).
-  int schedule_settled;
 };
 
 // Per-expert weight base pointers (the race's layout: one tensor per expert),

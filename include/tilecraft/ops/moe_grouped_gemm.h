@@ -48,11 +48,6 @@ struct MoeGroupedGemmArgs {
   // tuning hint only (the split-K choice counts live tiles from it); the
   // layer passes T * top_k.
   int64_t rows_used = 0;
-  // num_tiles and tile_expert were written before the kernel that precedes
-  // this call in the stream (the layer's down GEMM, which follows gate/up).
-  // The mma.sync kernel then starts its weight stream before waiting for
-  // that kernel (programmatic dependent launch). Wrong when set: a race.
-  bool schedule_settled = false;
 };
 
 // Tile configuration. 0 = choose. sm90: 1 = the Hopper wgmma kernel (128-row

@@ -289,10 +289,7 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
   }
   if (runs(o, FusedMoeStage::kDown)) {
     go.config = o.down;
-    MoeGroupedGemmArgs dn = down_args(a, b);
-    // Gate/up ran just before, in this call: the mapping it read is older.
-    dn.schedule_settled = runs(o, FusedMoeStage::kGateUp);
-    moe_grouped_gemm(dn, stream, go);
+    moe_grouped_gemm(down_args(a, b), stream, go);
   }
   if (runs(o, FusedMoeStage::kCombine)) {
     MoeReduceFusedArgs rf;
