@@ -318,23 +318,35 @@ TEST(MoeGroupedGemmCpu, SplitKChoice) {
   EXPECT_EQ(choice(1, 1, 4, 256, 8192, false, 132), 4);  // 2 live tiles, 128 k-steps: at most 4 slices
 }
 
-TEST(FusedMoeCpu, KernelsForSm90a) {
+namespace {
+// The layer's arguments as stand-in device tensors of T tokens: only shapes
+// and alignment matter (nothing runs), for the kernels the layer would compile.
+struct StandInLayer {
   HostLayer L;
-  L.T = 4096;
-  // Stand-in device tensors: only shapes and alignment matter.
-  auto cuda = [](TensorView t) {
-    t.device = Device{DeviceType::kCUDA, 0};
-    t.data = reinterpret_cast<void*>(uintptr_t(1) << 20);
-    return t;
-  };
-  HostTensor x(L.dt, {L.T, L.H}), out(L.dt, {L.T, L.H});
-  auto a = L.args();
-  a.x = cuda(x.view());
-  a.out = cuda(out.view());
-  a.w_router = cuda(a.w_router);
-  a.w_gate.stacked = cuda(*a.w_gate.stacked);
-  a.w_up.stacked = cuda(*a.w_up.stacked);
-  a.w_down.stacked = cuda(*a.w_down.stacked);
+  HostTensor x, out;
+  explicit StandInLayer(int64_t T) : x(L.dt, {T, L.H}), out(L.dt, {T, L.H}) { L.T = T; }
+  ops::FusedMoeArgs args() const {
+    auto cuda = [](TensorView t) {
+      t.device = Device{DeviceType::kCUDA, 0};
+      t.data = reinterpret_cast<void*>(uintptr_t(1) << 20);
+      return t;
+    };
+    auto a = L.args();
+    a.x = cuda(x.view());
+    a.out = cuda(out.view());
+    a.w_router = cuda(a.w_router);
+    a.w_gate.stacked = cuda(*a.w_gate.stacked);
+    a.w_up.stacked = cuda(*a.w_up.stacked);
+    a.w_down.stacked = cuda(*a.w_down.stacked);
+    return a;
+  }
+};
+}  // namespace
+
+TEST(FusedMoeCpu, KernelsForSm90a) {
+  const StandInLayer S(4096);
+  const HostLayer& L = S.L;
+  const auto a = S.args();
   const auto specs = ops::fused_moe_kernel_specs(a, L.params());
   // router GEMM, gate + mapping (the layer's launch), gate and mapping alone
   // (stage timings), gate/up, down, combine
@@ -351,22 +363,8 @@ TEST(FusedMoeCpu, KernelsForSm90a) {
 // T = 4096 (wgmma GEMMs, fused gate + mapping) and T = 1 (mma.sync GEMMs).
 TEST(FusedMoeCpu, EveryChainKernelWaitsForThePreviousGrid) {
   for (int64_t T : {4096, 1}) {
-    HostLayer L;
-    L.T = T;
-    auto cuda = [](TensorView t) {
-      t.device = Device{DeviceType::kCUDA, 0};
-      t.data = reinterpret_cast<void*>(uintptr_t(1) << 20);
-      return t;
-    };
-    HostTensor x(L.dt, {L.T, L.H}), out(L.dt, {L.T, L.H});
-    auto a = L.args();
-    a.x = cuda(x.view());
-    a.out = cuda(out.view());
-    a.w_router = cuda(a.w_router);
-    a.w_gate.stacked = cuda(*a.w_gate.stacked);
-    a.w_up.stacked = cuda(*a.w_up.stacked);
-    a.w_down.stacked = cuda(*a.w_down.stacked);
-    for (const jit::KernelSpec& spec : ops::fused_moe_kernel_specs(a, L.params())) {
+    const StandInLayer S(T);
+    for (const jit::KernelSpec& spec : ops::fused_moe_kernel_specs(S.args(), S.L.params())) {
       SCOPED_TRACE(spec.function + " " + spec.config + " T=" + std::to_string(T));
       EXPECT_TRUE(spec.waits_for_previous_grid);
       const std::string ptx = jit::nvrtc_compile(spec, {}, "compute_90a").binary;
