@@ -4,6 +4,9 @@
 // kernels the layer compiles for sm_90a.
 #include <gtest/gtest.h>
 
+#include <set>
+
+#include "ops/moe/launch_counters.h"
 #include "test_util.h"
 #include "tilecraft/jit/compiler.h"
 #include "tilecraft/jit/jit.h"
@@ -165,20 +168,15 @@ TEST(MoeGroupedGemmCpu, WarpSpecialisedConfig) {
   // Weights by TMA by default (stacked), by cp.async on request; TMA is
   // refused for the other kernels and for pointer tables over 64 experts.
   EXPECT_EQ(c.tma, 1);
-  // K = 256 (4 k-steps): short tiles take the dynamic tile counter by
-  // default; 32 k-steps and up one CTA per tile; 0 asks for that anywhere.
+  // The dynamic tile counter by default; 0 asks for one CTA per tile.
   EXPECT_EQ(c.persistent, 2);
   EXPECT_NE(c.str().find("persistent-dynamic"), std::string::npos) << c.str();
   {
-    HostTensor a2(DType::kBF16, {1024, 2048}), w2(DType::kBF16, {2, 512, 2048});
-    ops::MoeGroupedGemmArgs g2 = g;
-    g2.a = a2.view(), g2.w.stacked = w2.view();
-    const auto c2 = ops::moe_grouped_gemm_config(g2, over, 9);
-    EXPECT_EQ(c2.persistent, 0);
-    EXPECT_EQ(c2.str().find("persistent"), std::string::npos) << c2.str();
     ops::MoeGroupedGemmConfig o = over;
     o.persistent = 0;
-    EXPECT_EQ(ops::moe_grouped_gemm_config(g, o, 9).persistent, 0);
+    const auto c0 = ops::moe_grouped_gemm_config(g, o, 9);
+    EXPECT_EQ(c0.persistent, 0);
+    EXPECT_EQ(c0.str().find("persistent"), std::string::npos) << c0.str();
   }
   {
     ops::MoeGroupedGemmConfig o = over;
@@ -374,3 +372,30 @@ TEST(FusedMoeCpu, EveryChainKernelWaitsForThePreviousGrid) {
   }
 }
 
+
+// Launch counters: plain launches rotate over their pairs; each launch
+// recorded into a CUDA graph keeps a pair no other launch ever gets (the
+// graph may replay next to any number of eager launches); running out of
+// those is an error that names the op.
+TEST(LaunchCounters, CapturedLaunchesOwnTheirPairs) {
+  using Slots = ops::CounterPairSlots;
+  Slots s;
+  std::set<unsigned> captured;
+  for (int i = 0; i < 10; ++i) captured.insert(s.next(true, "op"));
+  EXPECT_EQ(captured.size(), 10u);
+  for (unsigned i = 0; i < 3 * Slots::kEagerPairs; ++i) {
+    const unsigned e = s.next(false, "op");
+    ASSERT_EQ(e, i % Slots::kEagerPairs);
+    ASSERT_EQ(captured.count(e), 0u);
+  }
+  for (unsigned i = 10; i < Slots::kCapturedPairs; ++i) {
+    const unsigned c = s.next(true, "op");
+    ASSERT_GE(c, Slots::kEagerPairs);
+    ASSERT_LT(c, Slots::kPairs);
+    captured.insert(c);
+  }
+  EXPECT_EQ(captured.size(), size_t(Slots::kCapturedPairs));
+  TC_EXPECT_ERROR(s.next(true, "moe_grouped_gemm"), ErrorKind::kInvalidArgument, "moe_grouped_gemm", "stream",
+                  "CUDA graphs", "while capturing");
+  EXPECT_EQ(s.next(false, "op"), 0u);  // plain launches go on
+}

@@ -64,8 +64,7 @@ struct MoeGroupedGemmConfig {
   // Warp-specialised kernel: 1 = one CTA per SM loops over the tiles (the
   // producer loads the next tile while the consumers store this one) in a
   // static walk, 2 = the same with tiles handed out by a global counter, 0 =
-  // one CTA per tile, -1 = choose (2 when K <= 1024: the epilogue is a large
-  // share of short tiles; else 0). A launch parameter, like group_m.
+  // one CTA per tile, -1 = choose (2). A launch parameter, like group_m.
   int persistent = -1;
   // mma.sync kernel: K split over this many CTAs per tile (fp32 partials in
   // scratch, summed in order by a second kernel), for decode shapes with too

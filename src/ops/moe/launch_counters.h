@@ -2,15 +2,34 @@
 // Device counters for kernels that coordinate their blocks through global
 // atomics (the dynamic tile scheduler, the last-block step of the fused gate
 // + mapping kernel).
+#include <cuda.h>
+
 namespace tilecraft::ops {
 
-// A pair of unsigned counters on `device` that read 0; the kernel using it
-// must leave both at 0 when it finishes. Each call hands out the next of 4096
-// pairs on the device, so a pair is reused only 4096 launches later (long
-// finished; the one hazard is 4096 such launches in flight at once). Graph
-// capture records the pair, and each replay leaves it zeroed. The first call
-// on a device allocates and zeroes the pairs synchronously, so it must not be
-// the first such launch inside a CUDA-graph capture.
-unsigned* launch_counter_pair(int device);
+// Which pair of the per-device counter buffer a launch gets. Plain launches
+// rotate over the first kEagerPairs, so a pair is reused only that many
+// launches later (long finished; the one hazard is that many such launches
+// in flight at once). A launch recorded into a CUDA graph (stream capture)
+// gets a pair of its own from the rest, never handed out again: the graph
+// may be replayed at any time, next to any eager launches, and each replay
+// leaves its pairs zeroed for the next. Not thread-safe (the caller locks).
+class CounterPairSlots {
+ public:
+  static constexpr unsigned kEagerPairs = 4096;
+  static constexpr unsigned kCapturedPairs = 65536;
+  static constexpr unsigned kPairs = kEagerPairs + kCapturedPairs;
+  // Throws, naming `op`, once captures have taken every captured pair.
+  unsigned next(bool capturing, const char* op);
+
+ private:
+  unsigned eager_ = 0, captured_ = 0;
+};
+
+// A pair of unsigned counters on `device` that read 0, for one launch on
+// `stream`; the kernel using it must leave both at 0 when it finishes. The
+// first call on a device allocates and zeroes the buffer synchronously, so it
+// must not happen inside a stream capture that forbids allocation (run the op
+// once before capturing it).
+unsigned* launch_counter_pair(int device, CUstream stream, const char* op);
 
 }  // namespace tilecraft::ops

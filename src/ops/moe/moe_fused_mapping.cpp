@@ -124,7 +124,7 @@ void moe_topk_gate_mapping(const MoeTopkGateArgs& g, const MoeTopkGateParams& gp
       &kernels.get(topk_gate_kernel_code(g, gp), compile, g.logits.device.index,
                    [&] { return moe_topk_gate_mapping_kernel_spec(g, gp); }, allow_mapping_smem);
   tc::moe::GateMappingParams args{topk_gate_kernel_params(g, gp), kernel_params(m, mp),
-                                        launch_counter_pair(g.logits.device.index)};
+                                        launch_counter_pair(g.logits.device.index, stream, kOp)};
   jit::launch(*k, unsigned((T + kTokensPerBlock - 1) / kTokensPerBlock), 1, kThreads, mapping_smem(mp), stream, &args);
 }
 

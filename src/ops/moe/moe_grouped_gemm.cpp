@@ -320,13 +320,14 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
     // Persistent CTAs: a static walk (CTA b takes tiles b, b + 132, ...)
     // lets the CTAs drift apart and lose the grouped order's L2 sharing (race
     // case 1 gate/up 14.7 ms against 13.1 with one CTA per tile), so it stays
-    // opt-in. The dynamic tile counter (2) overlaps a tile's epilogue with the
-    // next tile's loads; that pays where tiles are short: K <= 1024 (<= 16
-    // k-steps), where the down GEMMs of Qwen3-30B T=4096 (295 -> 285 us) and
-    // race case 2 (924 -> 896 us) gained, while at 32 k-steps it measured
-    // -5% to +4% (H200, docs/perf/fused_moe.md, session 10).
-    const bool short_tiles = a.a.shape[1] <= 16 * kBK;
-    c.persistent = c.sm90 != 2 ? 0 : over.persistent >= 0 ? over.persistent : short_tiles ? 2 : 0;
+    // opt-in. The dynamic tile counter (2) keeps the grouped order and
+    // overlaps a tile's epilogue with the next tile's loads: the default. Same
+    // runs, against one CTA per tile (H200, docs/perf/fused_moe.md, session
+    // 10): down GEMMs 1-5% faster (Qwen3-30B T=4096 295 -> 285 us, DeepSeek-V3
+    // T=4096 2.85-2.95 -> 2.73-2.79 ms, race case 1 7.32-7.35 -> 7.24 ms),
+    // gate/up within +-2%; whole layers 1-2% faster except DeepSeek-V3 T=4096
+    // (-0.3% to +2%).
+    c.persistent = c.sm90 != 2 ? 0 : over.persistent >= 0 ? over.persistent : 2;
     const int stage = c.block_m * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2;
     c.stages = over.stages ? over.stages : std::min(6, 200 * 1024 / stage);
     TC_CHECK_ARG(c.block_n == 64 || c.block_n == 128 || c.block_n == 256, kOp, "block_n",
@@ -526,7 +527,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
     const int64_t sms = rt::device_info(a.a.device.index).sm_count;
     grid_x = unsigned(c.persistent >= 1 ? std::min<int64_t>(p.tiles_total, std::max<int64_t>(sms, 1)) : p.tiles_total);
     grid_y = 1;
-    if (c.persistent == 2) p.sched = launch_counter_pair(a.a.device.index);
+    if (c.persistent == 2) p.sched = launch_counter_pair(a.a.device.index, stream, kOp);
   } else if (c.group_m > 0) {
     grid_x *= grid_y, grid_y = 1;
     // mma.sync: CTAs loop over the grouped order, whose tiles in use come
