@@ -5,7 +5,9 @@
 #   usage: scripts/device_check.sh [steps...]
 #   steps: build gpu perf run full sweep python race layer, test:OP[:TAG] (correctness of one op
 #   on the GPU; TEST_FLAGS adds flags, e.g. "--config group_m=0"), bench:OP[:TAG]
-#   (its benchmark; TAG defaults to perf; BENCH_FLAGS adds flags)
+#   (its benchmark; TAG defaults to perf; BENCH_FLAGS adds flags), ncu:OP:WORKLOAD (Nsight Compute
+#   of that workload's kernels matching NCU_KERNELS, default the grouped GEMMs: speed of light,
+#   memory workload, warp stalls, L2 throughput; one timed repeat)
 set -uo pipefail
 OUT=${OUT:-/tmp/tilecraft_out}
 mkdir -p "$OUT"
@@ -86,6 +88,17 @@ for s in $steps; do
       log="$OUT/bench_${op}_${tag:-perf}.log"
       timeout ${OP_TIMEOUT:-300} $B/tilecraft bench --op "$op" --tag "${tag:-perf}" ${BENCH_FLAGS:-} > "$log" 2>&1
       step "bench $op ${tag:-perf}" "rc=$?"; grep -vE "^\[" "$log" | tail -40 ;;
+    ncu:*)
+      IFS=: read -r _ op w <<< "$s"
+      log="$OUT/ncu_${op}_${w}.txt"
+      t0=$SECONDS
+      timeout ${OP_TIMEOUT:-300} ncu --clock-control none -k "regex:${NCU_KERNELS:-grouped_gemm}" \
+        --launch-skip ${NCU_SKIP:-0} --launch-count ${NCU_COUNT:-2} \
+        --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats \
+        --section Occupancy --metrics lts__t_throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct \
+        $B/tilecraft bench --op "$op" --workload "$w" --warmup 0 --repeat 1 --trials 1 > "$log" 2>&1
+      step "ncu $op $w" "rc=$? in $((SECONDS - t0))s"
+      grep -E "^  [a-z_]+.*\(|Throughput|Duration|Hit Rate|lts__t|Stall|Registers|Achieved Occupancy" "$log" | head -60 ;;
     *) echo "unknown step $s"; exit 2 ;;
   esac
 done
