@@ -69,6 +69,7 @@ TEST(Cli, ListEnvInspect) {
   r = run("env");
   EXPECT_EQ(r.rc, 0);
   EXPECT_NE(r.out.find("nvrtc_version"), std::string::npos);
+  EXPECT_NE(r.out.find("dependent_launch"), std::string::npos) << r.out;
   r = run("inspect --op moe_reduce_fused --workload tiny --dump resources --arch sm_90a");
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("registers"), std::string::npos) << r.out;

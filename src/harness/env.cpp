@@ -64,6 +64,9 @@ EnvInfo capture_env(int device) {
   j["cuda_home"] = jit::cuda_home();
   j["jit_cache_dir"] = jit::cache_dir();
   j["jit_disk_cache"] = jit::disk_cache_enabled();
+  // Programmatic dependent launch moves decode timings by up to ~10%: every
+  // record says whether it was on (TILECRAFT_PDL=0 turns it off).
+  j["dependent_launch"] = jit::dependent_launch_enabled();
   j["timestamp"] = now_iso8601();
   e.has_gpu = rt::driver_available();
   if (!e.has_gpu) {
