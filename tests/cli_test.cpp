@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 
 #include "test_util.h"
@@ -87,4 +88,8 @@ TEST(Cli, RunWritesTheResultsLayout) {
                         "logs/csv/moe_reduce_fused.csv", "reports/correctness_report.md",
                         "reports/performance_report.md", "reports/algorithm_design_report.md"})
     EXPECT_TRUE(fs::exists(fs::path(dir) / f)) << f;
+  // Timed records say whether programmatic dependent launch was on.
+  std::ifstream json(fs::path(dir) / "logs/json/moe_reduce_fused.jsonl");
+  const std::string text((std::istreambuf_iterator<char>(json)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("\"dependent_launch\""), std::string::npos);
 }

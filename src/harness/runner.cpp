@@ -8,6 +8,7 @@
 
 #include "tilecraft/error.h"
 #include "tilecraft/harness/random.h"
+#include "tilecraft/jit/jit.h"
 #include "tilecraft/parallel.h"
 #include "tilecraft/runtime/device.h"
 #include "tilecraft/runtime/driver.h"
@@ -355,6 +356,7 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
   r["warmup"] = ctx.timing.warmup;
   r["repeat"] = ctx.timing.repeat;
   r["trials"] = ctx.timing.trials;
+  r["dependent_launch"] = jit::dependent_launch_enabled();  // PDL moves decode times by up to ~10%
   const double bytes = c.variant->bytes.eval(d.symbols);
   const double flops = c.variant->flops.eval(d.symbols);
   r["bytes"] = bytes;
