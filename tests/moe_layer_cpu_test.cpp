@@ -108,16 +108,26 @@ TEST(FusedMoeCpu, ArgumentErrorsNameTheArgument) {
   }
 }
 
+namespace {
+// Grouped GEMM arguments as the layer builds them: A rows gathered through
+// idx, stacked weights (also the up half when gated), one expert per tile.
+ops::MoeGroupedGemmArgs gathered_args(TensorView a, TensorView w, TensorView out, TensorView tiles, TensorView idx,
+                                      bool gated = false) {
+  ops::MoeGroupedGemmArgs g;
+  g.a = a;
+  g.w.stacked = w;
+  if (gated) g.w_up = ops::ExpertWeights{w, {}, ops::WeightLayout::kNK};
+  g.out = out;
+  g.tile_expert = tiles;
+  g.a_index = idx;
+  return g;
+}
+}  // namespace
+
 TEST(MoeGroupedGemmCpu, ArgumentErrorsNameTheArgument) {
   HostTensor a(DType::kBF16, {10, 64}), w(DType::kBF16, {2, 48, 64}), out(DType::kBF16, {64, 48});
-  HostTensor tiles(DType::kI32, {4}), tiles_bad(DType::kI32, {3});
-  ops::MoeGroupedGemmArgs g;
-  g.a = a.view();
-  g.w.stacked = w.view();
-  g.out = out.view();
-  g.tile_expert = tiles.view();
-  HostTensor idx(DType::kI32, {64});
-  g.a_index = idx.view();
+  HostTensor tiles(DType::kI32, {4}), tiles_bad(DType::kI32, {3}), idx(DType::kI32, {64});
+  ops::MoeGroupedGemmArgs g = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view());
   EXPECT_NO_THROW(ops::validate_moe_grouped_gemm(g, DeviceType::kCPU));
   auto bad = g;
   bad.tile_expert = tiles_bad.view();
@@ -146,12 +156,7 @@ TEST(MoeGroupedGemmCpu, ArgumentErrorsNameTheArgument) {
 TEST(MoeGroupedGemmCpu, WarpSpecialisedConfig) {
   HostTensor a(DType::kBF16, {1024, 256}), w(DType::kBF16, {2, 512, 256}), out(DType::kBF16, {1024, 512});
   HostTensor tiles(DType::kI32, {8}), idx(DType::kI32, {1024});
-  ops::MoeGroupedGemmArgs g;
-  g.a = a.view();
-  g.w.stacked = w.view();
-  g.out = out.view();
-  g.tile_expert = tiles.view();
-  g.a_index = idx.view();
+  ops::MoeGroupedGemmArgs g = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view());
   ops::MoeGroupedGemmConfig over;
   over.sm90 = 2;
   const auto c = ops::moe_grouped_gemm_config(g, over, 9);
@@ -236,12 +241,10 @@ TEST(MoeGroupedGemmCpu, HugeExpertsPickAKernelThatAddressesThem) {
   void* fake = reinterpret_cast<void*>(uintptr_t(1) << 20);  // configs read shapes and alignment only
   const Device dev{DeviceType::kCUDA, 0};
   const int64_t N = 65536, K = 65536, rows = 1024;
-  ops::MoeGroupedGemmArgs g;
-  g.a = TensorView(fake, DType::kBF16, {rows, K}, dev);
-  g.out = TensorView(fake, DType::kBF16, {rows, N}, dev);
-  g.tile_expert = TensorView(fake, DType::kI32, {rows / 128}, dev);
-  g.a_index = TensorView(fake, DType::kI32, {rows}, dev);
-  g.w.stacked = TensorView(fake, DType::kBF16, {2, N, K}, dev);
+  ops::MoeGroupedGemmArgs g = gathered_args(
+      TensorView(fake, DType::kBF16, {rows, K}, dev), TensorView(fake, DType::kBF16, {2, N, K}, dev),
+      TensorView(fake, DType::kBF16, {rows, N}, dev), TensorView(fake, DType::kI32, {rows / 128}, dev),
+      TensorView(fake, DType::kI32, {rows}, dev));
   const ops::MoeGroupedGemmConfig over;
   auto c = ops::moe_grouped_gemm_config(g, over, 9);
   EXPECT_EQ(c.sm90, 2);
@@ -260,13 +263,7 @@ TEST(MoeGroupedGemmCpu, HugeExpertsPickAKernelThatAddressesThem) {
 TEST(MoeGroupedGemmCpu, SplitKConfig) {
   HostTensor a(DType::kBF16, {4, 1024}), w(DType::kBF16, {8, 384, 1024}), out(DType::kBF16, {128, 384});
   HostTensor tiles(DType::kI32, {8}), idx(DType::kI32, {128});
-  ops::MoeGroupedGemmArgs g;
-  g.a = a.view();
-  g.w.stacked = w.view();
-  g.w_up = ops::ExpertWeights{w.view(), {}, ops::WeightLayout::kNK};
-  g.out = out.view();
-  g.tile_expert = tiles.view();
-  g.a_index = idx.view();
+  ops::MoeGroupedGemmArgs g = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view(), true);
   ops::MoeGroupedGemmConfig over;
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).k_splits, 1);
   over.k_splits = 4;
@@ -299,13 +296,7 @@ TEST(MoeGroupedGemmCpu, SplitKChoice) {
     const int64_t M = ops::moe_fused_mapping_rows(T, K, E, 16);
     HostTensor a(DType::kBF16, {T, Kdim}), w(DType::kBF16, {E, N, Kdim}), out(DType::kBF16, {M, N});
     HostTensor tiles(DType::kI32, {M / 16}), idx(DType::kI32, {M});
-    ops::MoeGroupedGemmArgs g;
-    g.a = a.view();
-    g.w.stacked = w.view();
-    if (gated) g.w_up = ops::ExpertWeights{w.view(), {}, ops::WeightLayout::kNK};
-    g.out = out.view();
-    g.tile_expert = tiles.view();
-    g.a_index = idx.view();
+    ops::MoeGroupedGemmArgs g = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view(), gated);
     g.rows_used = T * K;
     return ops::moe_grouped_gemm_config(g, {}, 9, sms).k_splits;
   };
