@@ -123,6 +123,12 @@ MoeGroupedGemmArgs down_args(const FusedMoeArgs& a, const Buffers& b) {
 
 bool runs(const FusedMoeOptions& o, FusedMoeStage s) { return (o.stages & unsigned(s)) != 0; }
 
+// Gate and mapping in one launch (when both run): asked for, and within the
+// fused kernel's register budget.
+bool fused_gate_mapping(const FusedMoeOptions& o, const Dims& d) {
+  return o.fuse_gate_mapping && moe_topk_gate_mapping_fits(d.E, d.K);
+}
+
 }  // namespace
 
 FusedMoeWorkspace::~FusedMoeWorkspace() {
@@ -227,19 +233,18 @@ std::vector<jit::KernelSpec> fused_moe_kernel_specs(const FusedMoeArgs& a, const
   const Buffers b = carve(a, d, bm, CUdeviceptr(1) << 20, &bytes);
   std::vector<jit::KernelSpec> specs;
   const int sms = sm_count_if_gpu(a.x.device.index);  // split-K choices depend on it
-  const auto r = router_args(a, b);
-  specs.push_back(moe_grouped_gemm_kernel_spec(r, moe_grouped_gemm_config(r, {})));
-  MoeTopkGateArgs g{b.logits, a.bias, b.ids, b.weights};
-  if (!p.given_routing && o.fuse_gate_mapping && moe_topk_gate_mapping_fits(d.E, d.K)) specs.push_back(moe_topk_gate_mapping_kernel_spec(g, p.gate));
-  specs.push_back(moe_topk_gate_kernel_spec(g, p.gate));  // stage timings run the two alone
-  specs.push_back(moe_fused_mapping_kernel_spec());
-  const auto gu = gate_up_args(a, b);
-  const auto dn = down_args(a, b);
-  for (const auto& [args, over] : {std::pair{gu, o.gate_up}, std::pair{dn, o.down}}) {
+  auto add_gemm = [&](const MoeGroupedGemmArgs& args, const MoeGroupedGemmConfig& over) {
     const MoeGroupedGemmConfig c = moe_grouped_gemm_config(args, over, 9, sms);
     specs.push_back(moe_grouped_gemm_kernel_spec(args, c));
     if (c.k_splits > 1) specs.push_back(moe_grouped_gemm_split_reduce_spec(args, c));
-  }
+  };
+  add_gemm(router_args(a, b), {});
+  MoeTopkGateArgs g{b.logits, a.bias, b.ids, b.weights};
+  if (!p.given_routing && fused_gate_mapping(o, d)) specs.push_back(moe_topk_gate_mapping_kernel_spec(g, p.gate));
+  specs.push_back(moe_topk_gate_kernel_spec(g, p.gate));  // stage timings run the two alone
+  specs.push_back(moe_fused_mapping_kernel_spec());
+  add_gemm(gate_up_args(a, b), o.gate_up);
+  add_gemm(down_args(a, b), o.down);
   MoeReduceFusedArgs rf;
   rf.x = b.y;
   rf.token_topk_to_pos = b.slot_pos;
@@ -277,7 +282,7 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
   const MoeFusedMappingArgs mapping{b.ids, b.counts, b.offsets, b.slot_pos, b.pos_to_token, b.tile_expert, b.num_tiles};
   const MoeFusedMappingParams mp{int(d.E), int(bm)};
   const bool gate = route && runs(o, FusedMoeStage::kGate), map = runs(o, FusedMoeStage::kMapping);
-  if (gate && map && o.fuse_gate_mapping && moe_topk_gate_mapping_fits(d.E, d.K)) {
+  if (gate && map && fused_gate_mapping(o, d)) {
     moe_topk_gate_mapping(gate_args, p.gate, mapping, mp, stream, o.compile);
   } else {
     if (gate) moe_topk_gate(gate_args, p.gate, stream, o.compile);

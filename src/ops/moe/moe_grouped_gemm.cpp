@@ -217,13 +217,6 @@ void validate_moe_grouped_gemm(const MoeGroupedGemmArgs& a, DeviceType backend) 
 
 namespace {
 
-// Split K when the launch has fewer live tiles than SMs and long K: decode
-// of a few small experts (Qwen3-30B T=1 gate/up: 96 tiles of 32 k-steps on
-// 132 SMs, 38.9 -> 31.0 us with 2 slices, 33.3 with 3; H200,
-// docs/perf/fused_moe.md). 128 tiles of 12 k-steps (its down GEMM) got
-// slower (15.2 -> 25.1 us): the reduce launch outweighs the gain, hence the
-// floor of 16 k-steps per slice. Live tiles are bounded by rows_used (the
-// layer's T * top_k); without it every tile of M counts.
 // Output tiles that can hold rows: each expert's rows are padded to the
 // tile, so sum of ceil(r_e / block_m) <= used / block_m + (experts holding
 // rows), with used = rows_used (else M).
@@ -234,6 +227,13 @@ int64_t live_tiles_bound(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig
   return std::max<int64_t>(row_tiles, 1) * ((N + c.block_n - 1) / c.block_n);
 }
 
+// Split K when the launch has fewer live tiles than SMs and long K: decode
+// of a few small experts (Qwen3-30B T=1 gate/up: 96 tiles of 32 k-steps on
+// 132 SMs, 38.9 -> 31.0 us with 2 slices, 33.3 with 3; H200,
+// docs/perf/fused_moe.md). 128 tiles of 12 k-steps (its down GEMM) got
+// slower (15.2 -> 25.1 us): the reduce launch outweighs the gain, hence the
+// floor of 16 k-steps per slice. Live tiles are bounded by rows_used (the
+// layer's T * top_k); without it every tile of M counts.
 int auto_k_splits(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c, int sm_count) {
   if (sm_count <= 0) return 1;
   const int64_t tiles = live_tiles_bound(a, c);
@@ -484,8 +484,8 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   validate_moe_grouped_gemm(a, DeviceType::kCUDA);
   const int64_t M = a.out.shape[0], N = a.out.shape[1], K = a.a.shape[1];
   if (M == 0) return;
-  const MoeGroupedGemmConfig c = moe_grouped_gemm_config(a, o.config, rt::device_info(a.a.device.index).cc_major,
-                                                          rt::device_info(a.a.device.index).sm_count);
+  const rt::DeviceInfo dev = rt::device_info(a.a.device.index);  // one lookup (a copy under a lock) per call
+  const MoeGroupedGemmConfig c = moe_grouped_gemm_config(a, o.config, dev.cc_major, dev.sm_count);
   const bool dual = a.w_up.has_value(), vec = vector_ok(a);
   const int table = launch_table(a, c);
   const uint64_t code = uint64_t(c.block_m) | uint64_t(c.block_n) << 8 | uint64_t(c.stages) << 17 |
@@ -524,8 +524,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   if (c.sm90 == 2) {
     // 1-D walk over the tiles; persistent: one CTA per SM (the ring fills
     // the SM's shared memory) loops over them.
-    const int64_t sms = rt::device_info(a.a.device.index).sm_count;
-    grid_x = unsigned(c.persistent >= 1 ? std::min<int64_t>(p.tiles_total, std::max<int64_t>(sms, 1)) : p.tiles_total);
+    grid_x = unsigned(c.persistent >= 1 ? std::min<int64_t>(p.tiles_total, std::max(dev.sm_count, 1)) : p.tiles_total);
     grid_y = 1;
     if (c.persistent == 2) p.sched = launch_counter_pair(a.a.device.index, stream, kOp);
   } else if (c.group_m > 0) {
@@ -553,8 +552,8 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
     jit::launch(k, grid_x, grid_y, threads, unsigned(smem), stream, L, grid_z);
     if (c.k_splits > 1) launch_split_reduce(a, c, p, stream, o.compile);
   };
-  if (c.tma >= 1) {
-    launch_tma(a, c, p, table, [&](void* L) { jit::launch(k, grid_x, grid_y, threads, unsigned(smem), stream, L); });
+  if (c.tma >= 1) {  // warp-specialised kernel: never split
+    launch_tma(a, c, p, table, launch_main);
     return;
   }
   if (table == 0) {
