@@ -48,6 +48,12 @@ struct GroupedGemmSm90 {
   static constexpr int kStageBytes = kABytes + kB * kBBytes;
   static constexpr int kSmemBytes = STAGES * kStageBytes + BM * 4 + 1024;  // + alignment slack
   static constexpr int kAcc = WN / 2;  // fp32 accumulators per thread per matrix (m64 x WN over 128 threads)
+  // Gated tiles whose warpgroups each own all columns: gate's and up's B
+  // tiles lie back to back in the stage with the same stride, so one wgmma of
+  // twice the width reads both, and its accumulator (columns 8j.. at entries
+  // 4j..) is gate's acc[0] followed by up's acc[1]. One m64n(2WN) instead of
+  // two m64nWN reads the A slice from shared memory once, not twice.
+  static constexpr bool kDualAsOne = DUAL && kWgN == 1 && 2 * WN <= 256;
   static_assert(BM == 64 || BM == 128, "64- or 128-row tiles");
   static_assert(WN == 64 || WN == 128 || WN == 256, "wgmma N");
   static_assert(STAGES >= 3, "prefetch distance STAGES - 2");
@@ -122,6 +128,12 @@ struct GroupedGemmSm90 {
     }
   }
 
+  // B descriptor of warpgroup column wn, k16 slice ks, of the B tile at bs.
+  static __device__ __forceinline__ unsigned long long b_desc(const char* bs, int wn, int ks) {
+    if constexpr (LAYOUT == 0) return wgmma_desc(bs + wn * WN * 128 + ks * 32, 16, 1024);
+    return wgmma_desc(bs + wn * (WN / 64) * 8192 + ks * 16 * 128, 8192, 1024);  // LBO: next 64 columns; SBO: next 8 k rows
+  }
+
   static __device__ __forceinline__ void compute_stage(const char* stage, int wg, float (&acc)[kB][kAcc]) {
     const int wm = wg / kWgN, wn = wg % kWgN;
     wgmma_fence();
@@ -129,13 +141,11 @@ struct GroupedGemmSm90 {
     for (int ks = 0; ks < kGemmBK / 16; ++ks) {
       // A: this warpgroup's 64 rows; k16 slices are 32 bytes apart inside the swizzled rows.
       const unsigned long long da = wgmma_desc(stage + wm * 64 * 128 + ks * 32, 16, 1024);
+      if constexpr (kDualAsOne) {
+        Wgmma<T, 2 * WN, LAYOUT>::run(reinterpret_cast<float(&)[2 * kAcc]>(acc), da, b_desc(stage + kABytes, 0, ks), 1);
+      } else {
 #pragma unroll
-      for (int m = 0; m < kB; ++m) {
-        const char* bs = stage + kABytes + m * kBBytes;
-        unsigned long long db;
-        if constexpr (LAYOUT == 0) db = wgmma_desc(bs + wn * WN * 128 + ks * 32, 16, 1024);
-        else db = wgmma_desc(bs + wn * (WN / 64) * 8192 + ks * 16 * 128, 8192, 1024);  // LBO: next 64 columns; SBO: next 8 k rows
-        Wgmma<T, WN, LAYOUT>::run(acc[m], da, db, 1);
+        for (int m = 0; m < kB; ++m) Wgmma<T, WN, LAYOUT>::run(acc[m], da, b_desc(stage + kABytes + m * kBBytes, wn, ks), 1);
       }
     }
     wgmma_commit();
