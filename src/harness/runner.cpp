@@ -372,17 +372,27 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
       DeviceCase dc(d, 0);
       rt::Stream stream;
       auto fn = [&](CUstream s) { a.run(d, dc.in, dc.out, backend, s, o); };
-      t = time_cuda(fn, stream.get(), ctx.timing, ctx.flusher);
-      // The scopes are timed right after the main measurement, in the same
-      // thermal state (the host-cost batches below come last).
-      for (const TimedScope& sc : a.bench_scopes(d, dc.in, dc.out, o)) {
+      // The main line and its scopes (stages, baselines) are timed in rounds,
+      // one call of each per repeat, so they share one clock and thermal
+      // state (the host-cost batches below come last). The scopes are built
+      // from the state of a finished main call (the layer's baselines read
+      // the routing it chose), so one call runs first.
+      fn(stream.get());
+      stream.sync();
+      const std::vector<TimedScope> scopes = a.bench_scopes(d, dc.in, dc.out, o);
+      std::vector<std::function<void(CUstream)>> fns{fn};
+      for (const TimedScope& sc : scopes) fns.push_back(sc.fn);
+      const InterleavedTimings it = time_cuda_interleaved(fns, stream.get(), ctx.timing, ctx.flusher);
+      t = it.stats[0];
+      for (size_t k = 0; k < scopes.size(); ++k) {
+        const TimedScope& sc = scopes[k];
         nlohmann::json j{{"name", sc.name}, {"note", sc.note}};
-        try {
-          TimingStats st = time_cuda(sc.fn, stream.get(), ctx.timing, ctx.flusher);
+        if (!it.errors[k + 1].empty()) {
+          j["error"] = it.errors[k + 1];
+        } else {
+          const TimingStats& st = it.stats[k + 1];
           j["timing"] = st.to_json_us();
           if (sc.flops > 0 && st.median > 0) j["tflops"] = sc.flops / (st.median * 1e-3) / 1e12;
-        } catch (const Error& e) {
-          j["error"] = e.what();
         }
         r["scopes"].push_back(j);
       }

@@ -62,27 +62,60 @@ void L2Flusher::flush(CUstream stream, const std::string& mode) {
   jit::launch(k, unsigned(rt::device_info(buf_.view().device.index).sm_count * 4), 1, 512, 0, stream, &p);
 }
 
-TimingStats time_cuda(const std::function<void(CUstream)>& fn, CUstream stream, const TimingSettings& s,
-                      L2Flusher* flusher) {
+InterleavedTimings time_cuda_interleaved(const std::vector<std::function<void(CUstream)>>& fns, CUstream stream,
+                                         const TimingSettings& s, L2Flusher* flusher) {
   if (s.flush != "read" && s.flush != "write")
     throw_arg_error(ErrorKind::kInvalidArgument, "bench", "--flush", "read or write", "'" + s.flush + "'");
-  for (int i = 0; i < s.warmup; ++i) fn(stream);
-  std::vector<double> samples;
+  const size_t n = fns.size(), R = size_t(s.repeat);
+  InterleavedTimings out;
+  out.stats.resize(n);
+  out.errors.resize(n);
+  std::vector<bool> alive(n, true);
+  // One call of function k; false when it threw (k > 0 only: the first
+  // function's errors are the record's own and propagate).
+  auto call = [&](size_t k) {
+    if (k == 0) {
+      fns[0](stream);
+      return true;
+    }
+    try {
+      fns[k](stream);
+      return true;
+    } catch (const Error& e) {
+      out.errors[k] = e.what();
+      alive[k] = false;
+      return false;
+    }
+  };
+  for (int i = 0; i < s.warmup; ++i)
+    for (size_t k = 0; k < n; ++k)
+      if (alive[k]) call(k);
+  std::vector<std::vector<double>> samples(n);
   std::vector<std::unique_ptr<rt::Event>> start, stop;
-  for (int i = 0; i < s.repeat; ++i) {
+  for (size_t i = 0; i < n * R; ++i) {
     start.push_back(std::make_unique<rt::Event>());
     stop.push_back(std::make_unique<rt::Event>());
   }
   for (int t = 0; t < s.trials; ++t) {
-    for (int i = 0; i < s.repeat; ++i) {
-      if (!s.hot && flusher) flusher->flush(stream, s.flush);
-      start[size_t(i)]->record(stream);
-      fn(stream);
-      stop[size_t(i)]->record(stream);
-    }
-    for (int i = 0; i < s.repeat; ++i) samples.push_back(double(stop[size_t(i)]->elapsed_ms_since(*start[size_t(i)])));
+    for (size_t i = 0; i < R; ++i)
+      for (size_t k = 0; k < n; ++k) {
+        if (!alive[k]) continue;
+        if (!s.hot && flusher) flusher->flush(stream, s.flush);
+        start[k * R + i]->record(stream);
+        if (call(k)) stop[k * R + i]->record(stream);
+      }
+    for (size_t k = 0; k < n; ++k)
+      for (size_t i = 0; alive[k] && i < R; ++i)
+        samples[k].push_back(double(stop[k * R + i]->elapsed_ms_since(*start[k * R + i])));
   }
-  return summarize(std::move(samples));
+  for (size_t k = 0; k < n; ++k)
+    if (alive[k]) out.stats[k] = summarize(std::move(samples[k]));
+  return out;
+}
+
+TimingStats time_cuda(const std::function<void(CUstream)>& fn, CUstream stream, const TimingSettings& s,
+                      L2Flusher* flusher) {
+  return time_cuda_interleaved({fn}, stream, s, flusher).stats[0];
 }
 
 TimingStats time_cpu(const std::function<void()>& fn, const TimingSettings& s) {

@@ -41,6 +41,19 @@ class L2Flusher {
 
 TimingStats time_cuda(const std::function<void(CUstream)>& fn, CUstream stream, const TimingSettings& s,
                       L2Flusher* flusher);
+
+// Several functions timed in rounds: every repeat runs each of them once, in
+// order, each after its own flush, so all see the same clock and thermal
+// state (timed one after another, parts of a long layer read slower than
+// the whole they belong to: the GPU had warmed up meanwhile). Errors of
+// fns[0] propagate; a later function that throws is dropped from the rounds
+// and its message kept in `errors` (its stats then stay empty).
+struct InterleavedTimings {
+  std::vector<TimingStats> stats;
+  std::vector<std::string> errors;  // per function; empty = timed
+};
+InterleavedTimings time_cuda_interleaved(const std::vector<std::function<void(CUstream)>>& fns, CUstream stream,
+                                         const TimingSettings& s, L2Flusher* flusher);
 TimingStats time_cpu(const std::function<void()>& fn, const TimingSettings& s);
 
 }  // namespace tilecraft::harness
