@@ -6,6 +6,7 @@
 #include "test_util.h"
 #include "tilecraft/harness/ceilings.h"
 #include "tilecraft/harness/random.h"
+#include "tilecraft/harness/timing.h"
 #include "tilecraft/jit/jit.h"
 #include "tilecraft/runtime/device.h"
 
@@ -56,4 +57,34 @@ TEST(GpuRuntime, CeilingsArePlausible) {
   EXPECT_GT(c.read_gbps, 100);
   EXPECT_GT(c.empty_launch_us, 0.1);
   EXPECT_GT(c.gemm_tflops, 1) << c.gemm_note;
+}
+
+// The interleaved timer keeps each function's samples apart (a 256 MiB memset
+// reads slower than a 4 KiB one in every trial), and a function that throws
+// is dropped with its message while the others are still timed.
+TEST(GpuRuntime, InterleavedTimingKeepsFunctionsApart) {
+  TC_REQUIRE_GPU();
+  rt::Stream s;
+  DeviceTensor big(DType::kF32, {int64_t(64) << 20});
+  auto small = [&](CUstream st) { TC_DRV(cuMemsetD8Async, CUdeviceptr(big.data()), 1, 4096, st); };
+  auto large = [&](CUstream st) { TC_DRV(cuMemsetD8Async, CUdeviceptr(big.data()), 2, big.nbytes(), st); };
+  int calls = 0;
+  auto broken = [&](CUstream) {
+    ++calls;
+    throw Error(ErrorKind::kCuda, "scope under test failed on purpose");
+  };
+  harness::TimingSettings ts;
+  ts.warmup = 1, ts.repeat = 5, ts.trials = 2, ts.hot = true;
+  const auto r = harness::time_cuda_interleaved({large, broken, small}, s.get(), ts, nullptr);
+  ASSERT_EQ(r.stats.size(), 3u);
+  EXPECT_TRUE(r.errors[0].empty());
+  EXPECT_TRUE(r.errors[2].empty());
+  EXPECT_NE(r.errors[1].find("failed on purpose"), std::string::npos) << r.errors[1];
+  EXPECT_EQ(calls, 1);  // dropped after its first throw
+  EXPECT_EQ(r.stats[0].samples_ms.size(), 10u);
+  EXPECT_EQ(r.stats[2].samples_ms.size(), 10u);
+  EXPECT_TRUE(r.stats[1].samples_ms.empty());
+  EXPECT_GT(r.stats[0].min, 4 * r.stats[2].max) << r.stats[0].min << " ms vs " << r.stats[2].max << " ms";
+  // The one-function form is the same protocol.
+  EXPECT_EQ(harness::time_cuda(small, s.get(), ts, nullptr).samples_ms.size(), 10u);
 }
