@@ -88,7 +88,7 @@ class DeviceTensor {
   static DeviceTensor from_host(const HostTensor& h, int device = 0);
   HostTensor to_host() const;
   void copy_from(const HostTensor& h);
-  void fill_bytes(uint8_t value);  // synchronous; used to poison outputs
+  void fill_bytes(uint8_t value);  // complete on return (any stream sees it); used to poison outputs
   TensorView view() const { return view_; }
   void* data() const { return view_.data; }
   size_t nbytes() const { return view_.nbytes(); }

@@ -117,7 +117,14 @@ HostTensor DeviceTensor::to_host() const {
 }
 
 void DeviceTensor::fill_bytes(uint8_t value) {
-  if (nbytes()) TC_DRV(cuMemsetD8, reinterpret_cast<CUdeviceptr>(view_.data), value, nbytes());
+  if (!nbytes()) return;
+  TC_DRV(cuMemsetD8, reinterpret_cast<CUdeviceptr>(view_.data), value, nbytes());
+  // cuMemsetD8 may return before the memset is done, and it runs on the
+  // legacy stream, which non-blocking streams do not wait for: without this
+  // a large output's poison could land after the next call on such a stream
+  // had written it (rare WRONG RESULTs on the race cases, whose routing
+  // outputs are written ~0.1 ms into the call, after 0.2 GB of poison).
+  TC_DRV(cuCtxSynchronize);
 }
 
 }  // namespace tilecraft
