@@ -72,7 +72,7 @@ for s in $steps; do
                 deepseek-v3-T4096 qwen3-30b-a3b-T1 qwen3-30b-a3b-T4096 mixtral-8x7b-T4096}; do
         timeout ${OP_TIMEOUT:-120} $B/tilecraft bench --op fused_moe --workload "$w" ${BENCH_FLAGS:---warmup 2 --repeat 5 --trials 1}
       done > "$OUT/bench_layer.log" 2>&1
-      step layer "done in $((SECONDS - t0))s"
+      step layer "done in $((SECONDS - t0))s, $(grep -c 'WRONG RESULT' "$OUT/bench_layer.log") wrong results, $(grep -cE '\] ERROR|  ERROR ' "$OUT/bench_layer.log") errors"
       grep -E "^\[|TFLOP/s =|experts |official|clone|cublas" "$OUT/bench_layer.log" | sed -E 's/ +\(.*//' | cut -c1-150 ;;
     race)
       t0=$SECONDS
