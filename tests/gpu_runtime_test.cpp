@@ -60,7 +60,7 @@ TEST(GpuRuntime, CeilingsArePlausible) {
 }
 
 // The interleaved timer keeps each function's samples apart (a 256 MiB memset
-// reads slower than a 4 KiB one in every trial), and a function that throws
+// reads much slower than a 4 KiB one), and a function that throws
 // is dropped with its message while the others are still timed.
 TEST(GpuRuntime, InterleavedTimingKeepsFunctionsApart) {
   TC_REQUIRE_GPU();
@@ -84,7 +84,9 @@ TEST(GpuRuntime, InterleavedTimingKeepsFunctionsApart) {
   EXPECT_EQ(r.stats[0].samples_ms.size(), 10u);
   EXPECT_EQ(r.stats[2].samples_ms.size(), 10u);
   EXPECT_TRUE(r.stats[1].samples_ms.empty());
-  EXPECT_GT(r.stats[0].min, 4 * r.stats[2].max) << r.stats[0].min << " ms vs " << r.stats[2].max << " ms";
+  // Medians: the GPU tests may share the GPU with other test processes,
+  // whose kernels can stretch a single sample.
+  EXPECT_GT(r.stats[0].median, 4 * r.stats[2].median) << r.stats[0].median << " ms vs " << r.stats[2].median << " ms";
   // The one-function form is the same protocol.
   EXPECT_EQ(harness::time_cuda(small, s.get(), ts, nullptr).samples_ms.size(), 10u);
 }
