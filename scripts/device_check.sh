@@ -29,8 +29,9 @@ for s in $steps; do
     gpu)
       t0=$SECONDS
       # GPU_JOBS test processes at once (default 2): the GPU tests' time is
-      # mostly host work (goldens, compiles), which then overlaps; they time
-      # nothing, and the JIT disk cache takes concurrent writers. Untried on
+      # mostly host work (goldens, compiles), which then overlaps; they check
+      # no timing (one ratio of medians), and the JIT disk cache takes
+      # concurrent writers. Untried on
       # the device as of session 11: GPU_JOBS=1 is the old serial run; more
       # than 2 risks the 240 s per-test limit (PersistentWarpSpecialisedKernel
       # took 88 s alone).
