@@ -91,6 +91,16 @@ TEST(GpuMoeGroupedGemm, SplitK) {
           << w << " k_splits=" << splits;
 }
 
+// The decode kernel (gemv=1; the default only at about one row per expert):
+// 16- and 32-row schedules, tiles with 1 to 32 real rows (passes of 4, 2
+// and 1), N and K tails, fp16 and bf16, empty experts, no tokens.
+TEST(GpuMoeGroupedGemm, GemvKernel) {
+  TC_REQUIRE_GPU();
+  for (const char* w : {"decode-t1", "decode-t4-fp16", "small-uniform", "skewed-bm32", "empty-experts", "k-tail",
+                        "zero-tokens"})
+    EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w, {{"gemv", 1}}), 3) << w;
+}
+
 TEST(GpuFusedMoe, SmokeCases) {
   TC_REQUIRE_GPU();
   EXPECT_GT(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA), 8);

@@ -298,13 +298,51 @@ TEST(MoeGroupedGemmCpu, SplitKChoice) {
     HostTensor tiles(DType::kI32, {M / 16}), idx(DType::kI32, {M});
     ops::MoeGroupedGemmArgs g = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view(), gated);
     g.rows_used = T * K;
-    return ops::moe_grouped_gemm_config(g, {}, 9, sms).k_splits;
+    ops::MoeGroupedGemmConfig over;
+    over.gemv = 0;  // the mma.sync kernel's heuristic (decode would otherwise take the gemv kernel)
+    return ops::moe_grouped_gemm_config(g, over, 9, sms).k_splits;
   };
   EXPECT_EQ(choice(1, 8, 128, 768, 2048, true, 132), 2);
   EXPECT_EQ(choice(1, 8, 128, 2048, 768, false, 132), 1);
   EXPECT_EQ(choice(1, 8, 256, 2048, 7168, true, 132), 1);
   EXPECT_EQ(choice(1, 8, 128, 768, 2048, true, 0), 1);
   EXPECT_EQ(choice(1, 1, 4, 256, 8192, false, 132), 4);  // 2 live tiles, 128 k-steps: at most 4 slices
+}
+
+// The decode kernel: chosen where the routed slots average at most one row
+// per expert, for [N, K] weights on 16- or 32-row schedules; asked for where
+// it cannot run, a named error.
+TEST(MoeGroupedGemmCpu, GemvChoice) {
+  const int64_t E = 128, N = 768, Kd = 2048;
+  auto run = [&](int64_t T, int64_t topk, int64_t bm, ops::MoeGroupedGemmConfig over, bool kn = false) {
+    const int64_t M = ops::moe_fused_mapping_rows(T, topk, E, bm);
+    HostTensor a(DType::kBF16, {T, Kd}), w(DType::kBF16, kn ? Shape{E, Kd, N} : Shape{E, N, Kd}),
+        out(DType::kBF16, {M, N}), tiles(DType::kI32, {M / bm}), idx(DType::kI32, {M});
+    ops::MoeGroupedGemmArgs g = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view(), true);
+    if (kn) g.w.layout = g.w_up->layout = ops::WeightLayout::kKN;
+    g.rows_used = T * topk;
+    return ops::moe_grouped_gemm_config(g, over, 9, 132);
+  };
+  const ops::MoeGroupedGemmConfig pick;
+  const auto t1 = run(1, 8, 16, pick);
+  EXPECT_EQ(t1.gemv, 1);
+  EXPECT_EQ(t1.k_splits, 1);
+  EXPECT_NE(t1.str().find("gemv"), std::string::npos) << t1.str();
+  EXPECT_EQ(run(16, 8, 16, pick).gemv, 1);   // 128 slots on 128 experts
+  EXPECT_EQ(run(32, 8, 16, pick).gemv, 0);   // 256 slots: two rows per expert on average
+  EXPECT_EQ(run(1, 8, 16, pick, true).gemv, 0);  // [K, N] weights: the MMA kernels
+  ops::MoeGroupedGemmConfig on;
+  on.gemv = 1;
+  EXPECT_EQ(run(64, 8, 32, on).gemv, 1);  // forced at 4 rows per expert: passes of 4 rows
+  TC_EXPECT_ERROR(run(1, 8, 16, on, true), ErrorKind::kInvalidArgument, "moe_grouped_gemm", "gemv", "[N, K] weights",
+                  "KN weights");
+  TC_EXPECT_ERROR(run(2048, 8, 128, on), ErrorKind::kInvalidArgument, "gemv", "16- or 32-row tiles", "block_m 128");
+  auto both = on;
+  both.k_splits = 2;
+  TC_EXPECT_ERROR(run(1, 8, 16, both), ErrorKind::kInvalidArgument, "gemv", "k_splits=2");
+  ops::MoeGroupedGemmConfig bad;
+  bad.gemv = 2;
+  TC_EXPECT_ERROR(run(1, 8, 16, bad), ErrorKind::kInvalidArgument, "gemv", "-1 (choose)", "2");
 }
 
 namespace {

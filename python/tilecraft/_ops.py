@@ -129,7 +129,7 @@ def moe_grouped_gemm(a: Tensor, w: Tensor | Sequence[Tensor], *, w_up: Tensor | 
     """C[r] = A[a_index[r]] . W_e (silu(A.W) * (A.W_up) when w_up is given), e = tile_expert of
     row r's tile. w: stacked [E, N, K] ('nk') / [E, K, N] ('kn'), or a list of per-expert tensors.
     config: kernel overrides, as the CLI's --config (block_m, block_n, stages, warps_m, warps_n,
-    sm90, tma, persistent, group_m)."""
+    sm90, tma, persistent, k_splits, group_m, gemv)."""
     ws, stacked = _experts(w)
     ups = _experts(w_up)[0] if w_up is not None else None
     first = ws[0]

@@ -45,8 +45,8 @@ struct MoeGroupedGemmArgs {
   std::optional<TensorView> row_scale;     // [M] fp32
   TensorView out;                          // [M, N] same dtype as a, or fp32
   // At most this many of the M rows hold data (0: unknown, up to M). A
-  // tuning hint only (the split-K choice counts live tiles from it); the
-  // layer passes T * top_k.
+  // tuning hint only (the split-K and decode-kernel choices count live tiles
+  // from it); the layer passes T * top_k.
   int64_t rows_used = 0;
 };
 
@@ -74,11 +74,16 @@ struct MoeGroupedGemmConfig {
   // CTA order (a launch parameter, not compiled in): 0 = row tile x column
   // tile grid; G > 0 = groups of G row tiles, row tile fastest (L2 reuse).
   int group_m = -1;
+  // Decode kernel (grouped_gemv.cuh): weights streamed into registers, no
+  // tensor cores, for 16- or 32-row tile schedules holding a few real rows.
+  // 1 = use it ([N, K] weights, 16-byte aligned rows), 0 = the MMA kernels,
+  // -1 = choose (1 when rows_used is at most 2 rows per expert).
+  int gemv = -1;
   std::string str() const;
 };
 
 // Sets the override named `key` (block_m, block_n, stages, warps_m, warps_n,
-// sm90, tma, persistent, k_splits, group_m); an unknown key is an error naming `op` and `arg`.
+// sm90, tma, persistent, k_splits, group_m, gemv); an unknown key is an error naming `op` and `arg`.
 void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, const char* op, const char* arg);
 
 struct MoeGroupedGemmOptions {

@@ -63,6 +63,7 @@ int launch_table(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c) {
 }
 
 int smem_bytes(const MoeGroupedGemmConfig& c, bool dual) {
+  if (c.gemv == 1) return 0;  // static shared memory only (the tile's compacted rows)
   const int ring = c.stages * (c.block_m * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2) + c.block_m * 4;
   // sm90: slack to align the ring to 1024 bytes (swizzle atoms); the
   // warp-specialised kernel adds a full and an empty mbarrier per stage and
@@ -119,6 +120,7 @@ const char* weight_layout_name(WeightLayout l) { return l == WeightLayout::kNK ?
 std::string MoeGroupedGemmConfig::str() const {
   // group_m is a launch parameter, not shown; persistent (also one) is, as it
   // changes how the warp-specialised kernel runs.
+  if (gemv == 1) return fmt::format("gemv bm={} cols={} rows/pass<=4", block_m, block_n);
   if (sm90 == 1) return fmt::format("wgmma bm={} bn={} bk={} stages={} warpgroups=2", block_m, block_n, kBK, stages);
   if (sm90 == 2)
     return fmt::format("wgmma-ws bm={} bn={} bk={} stages={} warpgroups=1+2{}{}", block_m, block_n, kBK, stages,
@@ -139,9 +141,11 @@ void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, 
   else if (key == "persistent") c.persistent = value;
   else if (key == "k_splits") c.k_splits = value;
   else if (key == "group_m") c.group_m = value;
+  else if (key == "gemv") c.gemv = value;
   else
     throw_arg_error(ErrorKind::kInvalidArgument, op, arg,
-                    "keys block_m, block_n, stages, warps_m, warps_n, sm90, tma, persistent, k_splits, group_m", "'" + key + "'");
+                    "keys block_m, block_n, stages, warps_m, warps_n, sm90, tma, persistent, k_splits, group_m, gemv",
+                    "'" + key + "'");
 }
 
 int moe_grouped_gemm_block_m(double rows_per_expert) {
@@ -268,6 +272,28 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   c.group_m = over.group_m >= 0 ? over.group_m : 8;
   TC_CHECK_ARG(c.group_m >= 0 && c.group_m <= 4096, kOp, "group_m", "0 (2-D grid) or 1..4096 row tiles per group",
                std::to_string(c.group_m));
+  // The decode kernel: by default where the live rows average at most one
+  // per expert (the layer at T <= E / top_k tokens), so each tile holds a
+  // few real rows and one pass of up to 4 rows reads its weights once.
+  TC_CHECK_ARG(over.gemv >= -1 && over.gemv <= 1, kOp, "gemv", "0 (MMA kernels), 1 (decode kernel) or -1 (choose)",
+               std::to_string(over.gemv));
+  const bool gemv_ok = (c.block_m == 16 || c.block_m == 32) && a.w.layout == WeightLayout::kNK && vector_ok(a);
+  TC_CHECK_ARG(over.gemv < 1 || gemv_ok, kOp, "gemv",
+               "the decode kernel only for 16- or 32-row tiles, [N, K] weights and 16-byte aligned rows",
+               fmt::format("block_m {}, {} weights, {} rows", c.block_m, weight_layout_name(a.w.layout),
+                           vector_ok(a) ? "aligned" : "unaligned"));
+  c.gemv = over.gemv >= 0 ? over.gemv : gemv_ok && a.rows_used > 0 && a.rows_used <= a.w.num_experts() ? 1 : 0;
+  if (c.gemv == 1) {
+    TC_CHECK_ARG(over.sm90 < 1 && over.tma < 1 && over.persistent < 1 && over.k_splits <= 1 && !over.block_n &&
+                     !over.stages && !over.warps_m && !over.warps_n,
+                 kOp, "gemv", "no sm90, tma, persistent, k_splits, block_n, stages or warps override with gemv=1",
+                 fmt::format("sm90={} tma={} persistent={} k_splits={} block_n={} stages={} warps={}x{}", over.sm90,
+                             over.tma, over.persistent, over.k_splits, over.block_n, over.stages, over.warps_m,
+                             over.warps_n));
+    c.sm90 = 0, c.stages = 0;
+    c.block_n = 32, c.warps_m = 1, c.warps_n = 8;  // tc::moe::GroupedGemv: 8 warps x 4 columns per item
+    return c;
+  }
   const bool sm90_ok = cc_major == 9 && (c.block_m == 128 || c.block_m == 64) && vector_ok(a);
   // 64-row wgmma tiles are there on request (sm90=1, tested); the default
   // keeps the mma.sync kernel for them until a head-to-head measurement says
@@ -376,6 +402,9 @@ jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const 
                                       table ? fmt::format(" ptr-table{}", table) : "");
   const std::string in = dtype_kernel_type(a.a.dtype), out = dtype_kernel_type(a.out.dtype);
   const std::string lay = layout == WeightLayout::kNK ? "0" : "1", gated = dual ? "true" : "false";
+  if (c.gemv == 1)
+    return {"moe/grouped_gemv.cuh", "tc::moe::grouped_gemv_kernel",
+            {in, out, std::to_string(c.block_m), gated, std::to_string(table)}, cfg, true};
   if (c.sm90)
     return {c.sm90 == 2 ? "moe/grouped_gemm_sm90_ws.cuh" : "moe/grouped_gemm_sm90.cuh",
             c.sm90 == 2 ? "tc::moe::grouped_gemm_sm90_ws_kernel" : "tc::moe::grouped_gemm_sm90_kernel",
@@ -492,7 +521,8 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
                         uint64_t(c.warps_m) << 21 | uint64_t(c.warps_n) << 26 | uint64_t(a.a.dtype) << 31 |
                         uint64_t(a.out.dtype) << 35 | uint64_t(a.w.layout) << 39 | uint64_t(dual) << 40 |
                         uint64_t(vec) << 41 | uint64_t(table) << 42 | uint64_t(c.sm90) << 53 |
-                        uint64_t(std::max(c.tma, 0)) << 55 | uint64_t(c.k_splits > 1) << 57;
+                        uint64_t(std::max(c.tma, 0)) << 55 | uint64_t(c.k_splits > 1) << 57 |
+                        uint64_t(c.gemv == 1) << 58;
   const int smem = smem_bytes(c, dual);
   static jit::OpKernelCache kernels;
   const jit::Launchable& k = kernels.get(
@@ -521,7 +551,12 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   TC_CHECK_ARG(uint64_t(grid_x) * grid_y <= uint64_t(INT_MAX), kOp, "out", "fewer than 2^31 output tiles",
                a.out.describe());
   p.tiles_total = int64_t(grid_x) * grid_y;
-  if (c.sm90 == 2) {
+  if (c.gemv == 1) {
+    // One CTA per item (row tile x 32 columns) that can hold rows; the kernel
+    // loops when there are more.
+    grid_x = unsigned(std::min<int64_t>(p.tiles_total, live_tiles_bound(a, c)));
+    grid_y = 1;
+  } else if (c.sm90 == 2) {
     // 1-D walk over the tiles; persistent: one CTA per SM (the ring fills
     // the SM's shared memory) loops over them.
     grid_x = unsigned(c.persistent >= 1 ? std::min<int64_t>(p.tiles_total, std::max(dev.sm_count, 1)) : p.tiles_total);

@@ -163,7 +163,8 @@ class MoeGroupedGemmAdapter final : public OpAdapter {
     if (gated(*c.variant)) d.generated["w_up"] = d.generated["w"];
     if (scaled(*c.variant)) d.inputs["row_scale"] = HostTensor(DType::kF32, {rows});
     d.outputs = {{"out", scaled(*c.variant) ? DType::kF32 : dt, {rows, N}}};
-    d.symbols = {{"layout_kn", kn ? 1.0 : 0.0}, {"per_expert", per_expert(w) ? 1.0 : 0.0}};
+    d.symbols = {{"layout_kn", kn ? 1.0 : 0.0}, {"per_expert", per_expert(w) ? 1.0 : 0.0},
+                 {"T", double(T)}, {"topk", double(topk)}};
     return d;
   }
 
@@ -187,6 +188,10 @@ class MoeGroupedGemmAdapter final : public OpAdapter {
     if (auto it = in.find("w_up"); it != in.end()) a.w_up = expert_weights_of(it->second, layout, split);
     if (auto it = in.find("row_scale"); it != in.end()) a.row_scale = it->second;
     a.out = out.at("out");
+    // The routed slots, as the layer passes them (T * top_k): the same kernel
+    // choices as inside the layer, in runs and in kernel listings alike.
+    if (d.symbols.count("T") && d.symbols.count("topk"))
+      a.rows_used = int64_t(d.symbols.at("T")) * int64_t(d.symbols.at("topk"));
     return a;
   }
   static bool is_kn(const CaseData& d) { return d.symbols.count("layout_kn") && d.symbols.at("layout_kn") != 0; }
