@@ -14,7 +14,8 @@
 // 8-element chunks l, l + 32, ... along K of those columns' weight rows
 // (layout NK: [N, K] per expert, rows contiguous along K) and of the pass's
 // A rows, and the warp sums the partial dot products with shuffles. The
-// epilogue is the GEMM's: silu(gate) * up when gated, times row_scale.
+// epilogue is the GEMM's: silu(gate) * up when gated, times row_scale; a
+// live tile's padding rows get zeros, as from the MMA kernels.
 // Requires K % 8 == 0 and 16-byte aligned rows (the host's vector_ok).
 #include "moe/grouped_gemm.cuh"
 #include "tile/vec.cuh"
@@ -65,10 +66,10 @@ struct GroupedGemv {
         for (int r = 0; r < R; ++r) acc[m][c][r] = 0.f;
 
     const int chunks = p.K / 8;
-    // Two K chunks in flight per lane, except in the gated 4-row pass, whose
-    // accumulators and loads would not fit 128 registers (2 CTAs of 256 per
-    // SM) twice over.
-    constexpr int kUnroll = kB * R >= 8 ? 1 : 2;
+    // Two K chunks in flight per lane in the 1-row passes (decode) and the
+    // plain 2-row pass; the wider passes' accumulators and loads would not
+    // fit 128 registers (2 CTAs of 256 per SM) twice over (they spilled).
+    constexpr int kUnroll = kB * R >= 4 ? 1 : 2;
 #pragma unroll kUnroll
     for (int q = lane; q < chunks; q += 32) {
       // Weights first (streamed once, not kept in L1), then the A rows
@@ -119,7 +120,7 @@ struct GroupedGemv {
 
   static __device__ __forceinline__ void run(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L) {
     const GroupedGemmParams& p = L.p;
-    __shared__ int src[BM], pos[BM], count;
+    __shared__ int src[BM], pos[BM], count, all_src[BM];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int tiles = p.num_tiles ? *p.num_tiles : p.M / BM;
     const int col_blocks = (p.N + kCols - 1) / kCols;
@@ -137,6 +138,7 @@ struct GroupedGemv {
         const unsigned mask = __ballot_sync(0xffffffffu, ok);
         const int at = __popc(mask & ((1u << lane) - 1u));
         if (ok) src[at] = s, pos[at] = row;
+        if (lane < BM) all_src[lane] = ok ? s : -1;
         if (lane == 0) count = __popc(mask);
       }
       __syncthreads();
@@ -152,6 +154,15 @@ struct GroupedGemv {
       for (; rows - r0 >= 3; r0 += 4) pass<4>(p, it, r0, rows);
       if (rows - r0 == 2) pass<2>(p, it, r0, rows);
       else if (rows - r0 == 1) pass<1>(p, it, r0, rows);
+      // The tile's padding rows hold zeros (times the row scale), as the MMA
+      // kernels write them: the contract covers every row of a live tile.
+      const int ncols = min(CPW, p.N - it.n0);
+      for (int r = lane; r < BM && rows < BM; r += 32) {
+        const int row = tile * BM + r;
+        if (all_src[r] >= 0 || row >= p.M) continue;
+        const float v = 0.f * (p.row_scale ? p.row_scale[row] : 1.f);
+        for (int c = 0; c < ncols; ++c) static_cast<OutT*>(p.c)[(long long)row * p.ldc + it.n0 + c] = from_float<OutT>(v);
+      }
     }
   }
 };
