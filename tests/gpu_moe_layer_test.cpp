@@ -97,7 +97,7 @@ TEST(GpuMoeGroupedGemm, SplitK) {
 TEST(GpuMoeGroupedGemm, GemvKernel) {
   TC_REQUIRE_GPU();
   for (const char* w : {"decode-t1", "decode-t4-fp16", "small-uniform", "skewed-bm32", "empty-experts", "k-tail",
-                        "zero-tokens"})
+                        "zero-tokens", "contiguous-a-row-token"})
     EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w, {{"gemv", 1}}), 3) << w;
 }
 

@@ -4,9 +4,12 @@
 // kernels the layer compiles for sm_90a.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <set>
 
 #include "ops/moe/launch_counters.h"
+#include "tilecraft/harness/random.h"
 #include "test_util.h"
 #include "tilecraft/jit/compiler.h"
 #include "tilecraft/jit/jit.h"
@@ -345,6 +348,47 @@ TEST(MoeGroupedGemmCpu, GemvChoice) {
   TC_EXPECT_ERROR(run(1, 8, 16, bad), ErrorKind::kInvalidArgument, "gemv", "-1 (choose)", "2");
 }
 
+// row_token marks padding rows of contiguous A: they read zeros (outputs 0 x
+// scale) whatever A holds there; it must be int32 [M], and A by TMA (which
+// cannot skip rows) is then refused.
+TEST(MoeGroupedGemmCpu, RowTokenMakesPaddingRowsZero) {
+  const int64_t M = 16, K = 64, N = 24;
+  HostTensor a(DType::kBF16, {M, K}), w(DType::kBF16, {1, N, K}), out(DType::kF32, {M, N});
+  HostTensor tiles(DType::kI32, {1}), token(DType::kI32, {M}), scale(DType::kF32, {M});
+  harness::fill_uniform(a.view(), 5, 1, -1.f, 1.f);
+  harness::fill_uniform(w.view(), 5, 2, -1.f, 1.f);
+  harness::fill_uniform(scale.view(), 5, 3, 0.5f, 2.f);
+  tiles.ptr<int32_t>()[0] = 0;
+  for (int64_t r = 0; r < M; ++r) token.ptr<int32_t>()[r] = r < 3 ? int32_t(7 * r) : -1;
+  ops::MoeGroupedGemmArgs g;
+  g.a = a.view();
+  g.w.stacked = w.view();
+  g.out = out.view();
+  g.tile_expert = tiles.view();
+  g.row_scale = scale.view();
+  g.row_token = token.view();
+  std::memset(out.data(), 0xff, out.nbytes());  // NaN poison
+  ops::moe_grouped_gemm_cpu(g);
+  for (int64_t r = 0; r < M; ++r) {
+    double row_abs = 0;
+    for (int64_t n = 0; n < N; ++n) row_abs += std::fabs(out.ptr<float>()[r * N + n]);
+    if (r < 3) EXPECT_GT(row_abs, 0.1) << "row " << r;
+    else EXPECT_EQ(row_abs, 0.0) << "row " << r;
+  }
+  HostTensor bad_token(DType::kI64, {M});
+  auto bad = g;
+  bad.row_token = bad_token.view();
+  TC_EXPECT_ERROR(ops::validate_moe_grouped_gemm(bad, DeviceType::kCPU), ErrorKind::kType, "moe_grouped_gemm",
+                  "row_token", "int32", "int64");
+  ops::MoeGroupedGemmConfig tma_a;
+  tma_a.sm90 = 2, tma_a.tma = 2;
+  HostTensor a128(DType::kBF16, {128, K}), out128(DType::kBF16, {128, N}), token128(DType::kI32, {128});
+  auto big = g;
+  big.a = a128.view(), big.out = out128.view(), big.row_token = token128.view(), big.row_scale.reset();
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(big, tma_a, 9, 132), ErrorKind::kInvalidArgument, "tma",
+                  "no row_token", "a row_token");
+}
+
 namespace {
 // The layer's arguments as stand-in device tensors of T tokens: only shapes
 // and alignment matter (nothing runs), for the kernels the layer would compile.
@@ -382,6 +426,21 @@ TEST(FusedMoeCpu, KernelsForSm90a) {
   EXPECT_NE(specs[4].config.find("wgmma"), std::string::npos) << specs[4].config;
   EXPECT_NE(specs[4].config.find("silu*up"), std::string::npos) << specs[4].config;
   EXPECT_GT(ops::fused_moe_workspace_bytes(a, L.params()), size_t(L.T * L.K * (L.H + L.I) * 2));
+}
+
+// At decode both expert projections run the gemv kernel; the down
+// projection then passes pos_to_token as row_token, so its 16-row tiles are
+// one pass over their real row, not four over the padding.
+TEST(FusedMoeCpu, DecodeLayerRunsTheGemvKernelOnBothProjections) {
+  const StandInLayer S(1);
+  int gemv = 0;
+  for (const jit::KernelSpec& spec : ops::fused_moe_kernel_specs(S.args(), S.L.params()))
+    gemv += spec.function == "tc::moe::grouped_gemv_kernel";
+  EXPECT_EQ(gemv, 2);
+  ops::FusedMoeOptions off;
+  off.gate_up.gemv = off.down.gemv = 0;
+  for (const jit::KernelSpec& spec : ops::fused_moe_kernel_specs(S.args(), S.L.params(), off))
+    EXPECT_NE(spec.function, "tc::moe::grouped_gemv_kernel");
 }
 
 // Every kernel of the chain may start while the previous one drains

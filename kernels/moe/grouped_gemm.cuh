@@ -71,7 +71,8 @@ __device__ __forceinline__ void gemm_copy_chunk(char* dst, const void* g, bool o
 __device__ __forceinline__ void gemm_tile_sources(const GroupedGemmParams& p, int row0, int rows, int* src) {
   for (int r = threadIdx.x; r < rows; r += blockDim.x) {
     const int row = row0 + r;
-    const int s = row < p.M ? (p.a_index ? p.a_index[row] : row) : -1;
+    int s = row < p.M ? (p.a_index ? p.a_index[row] : row) : -1;
+    if (s >= 0 && p.row_token && p.row_token[row] < 0) s = -1;
     src[r] = s >= 0 && s < p.a_rows ? s : -1;
   }
 }

@@ -30,6 +30,10 @@ struct GroupedGemmParams {
   // reduce kernel sums the k_splits slices in order and applies the epilogue.
   int k_splits, k_per_split;
   float* partial;
+  // [M] or null: rows with a negative entry are padding and read zeros for A
+  // (as a_index = -1 does), for A in layout order (no a_index): the layer's
+  // down projection passes its pos_to_token, so the decode kernel skips them.
+  const int* row_token;
 };
 
 // Per-expert weight base pointers (the race's layout: one tensor per expert),

@@ -134,6 +134,7 @@ struct GroupedGemv {
         const int row = tile * BM + lane;
         int s = -1;
         if (lane < BM && row < p.M) s = p.a_index ? p.a_index[row] : row;
+        if (s >= 0 && p.row_token && p.row_token[row] < 0) s = -1;
         const bool ok = s >= 0 && s < p.a_rows;
         const unsigned mask = __ballot_sync(0xffffffffu, ok);
         const int at = __popc(mask & ((1u << lane) - 1u));

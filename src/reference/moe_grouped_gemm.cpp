@@ -31,6 +31,7 @@ int64_t grouped_gemm_row_expert(const MoeGroupedGemmRef& r, int64_t row) {
 
 int64_t grouped_gemm_source_row(const MoeGroupedGemmRef& r, int64_t row) {
   const int64_t s = r.a_index ? r.a_index[row] : row;
+  if (r.row_token && r.row_token[row] < 0) return -1;
   return s >= 0 && s < r.a_rows ? s : -1;
 }
 

@@ -43,6 +43,11 @@ struct MoeGroupedGemmArgs {
   ExpertWeights w;                         // the gate (or the only) projection
   std::optional<ExpertWeights> w_up;       // present: out = silu(A.w) * (A.w_up)
   std::optional<TensorView> row_scale;     // [M] fp32
+  // [M] int32, or absent: rows with a negative entry are padding (read zeros
+  // for A, like a_index = -1). For A in layout order; A by TMA (tma=2) is
+  // then off, as it cannot skip rows. The layer passes pos_to_token to its
+  // down projection where the decode kernel runs it.
+  std::optional<TensorView> row_token;
   TensorView out;                          // [M, N] same dtype as a, or fp32
   // At most this many of the M rows hold data (0: unknown, up to M). A
   // tuning hint only (the split-K and decode-kernel choices count live tiles
@@ -81,6 +86,10 @@ struct MoeGroupedGemmConfig {
   int gemv = -1;
   std::string str() const;
 };
+
+// Whether moe_grouped_gemm runs these arguments with the decode kernel
+// (gemv; the choice depends on neither the GPU nor its SM count).
+bool moe_grouped_gemm_uses_gemv(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over);
 
 // Sets the override named `key` (block_m, block_n, stages, warps_m, warps_n,
 // sm90, tma, persistent, k_splits, group_m, gemv); an unknown key is an error naming `op` and `arg`.

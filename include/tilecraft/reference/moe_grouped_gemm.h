@@ -17,6 +17,7 @@ struct MoeGroupedGemmRef {
   std::function<void(int64_t e, int which, float* nk)> load_w;
   bool gated = false;
   const int32_t* a_index;          // [M] or null
+  const int32_t* row_token;        // [M] or null: a negative entry makes the row padding (zeros)
   const int32_t* tile_expert;      // [M / block_m] or null
   const int32_t* num_tiles;        // [1] or null
   const float* row_scale;          // [M] or null

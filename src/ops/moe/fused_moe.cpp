@@ -110,7 +110,7 @@ MoeGroupedGemmArgs gate_up_args(const FusedMoeArgs& a, const Buffers& b) {
   return g;
 }
 
-MoeGroupedGemmArgs down_args(const FusedMoeArgs& a, const Buffers& b) {
+MoeGroupedGemmArgs down_args(const FusedMoeArgs& a, const Buffers& b, const MoeGroupedGemmConfig& over) {
   MoeGroupedGemmArgs g;
   g.a = b.h;
   g.tile_expert = b.tile_expert;
@@ -118,6 +118,9 @@ MoeGroupedGemmArgs down_args(const FusedMoeArgs& a, const Buffers& b) {
   g.w = a.w_down;
   g.out = b.y;
   g.rows_used = b.slot_pos.numel();
+  // The decode kernel passes over a tile's real rows only: mark the padding
+  // (elsewhere A by TMA, which cannot skip rows, is the faster path).
+  if (moe_grouped_gemm_uses_gemv(g, over)) g.row_token = b.pos_to_token;
   return g;
 }
 
@@ -244,7 +247,7 @@ std::vector<jit::KernelSpec> fused_moe_kernel_specs(const FusedMoeArgs& a, const
   specs.push_back(moe_topk_gate_kernel_spec(g, p.gate));  // stage timings run the two alone
   specs.push_back(moe_fused_mapping_kernel_spec());
   add_gemm(gate_up_args(a, b), o.gate_up);
-  add_gemm(down_args(a, b), o.down);
+  add_gemm(down_args(a, b, o.down), o.down);
   MoeReduceFusedArgs rf;
   rf.x = b.y;
   rf.token_topk_to_pos = b.slot_pos;
@@ -294,7 +297,7 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
   }
   if (runs(o, FusedMoeStage::kDown)) {
     go.config = o.down;
-    moe_grouped_gemm(down_args(a, b), stream, go);
+    moe_grouped_gemm(down_args(a, b, o.down), stream, go);
   }
   if (runs(o, FusedMoeStage::kCombine)) {
     MoeReduceFusedArgs rf;

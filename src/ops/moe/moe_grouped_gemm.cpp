@@ -200,6 +200,7 @@ void validate_moe_grouped_gemm(const MoeGroupedGemmArgs& a, DeviceType backend) 
   }
   if (a.num_tiles) check_tensor(*a.num_tiles, kOp, "num_tiles", {DType::kI32}, Shape{1}, backend);
   if (a.row_scale) check_tensor(*a.row_scale, kOp, "row_scale", {DType::kF32}, Shape{M}, backend);
+  if (a.row_token) check_tensor(*a.row_token, kOp, "row_token", {DType::kI32}, Shape{M}, backend);
   if (backend == DeviceType::kCUDA) {
     const int dev = a.a.device.index;
     auto same = [&](const TensorView& t, const std::string& arg) {
@@ -216,6 +217,7 @@ void validate_moe_grouped_gemm(const MoeGroupedGemmArgs& a, DeviceType backend) 
     if (a.tile_expert) same(*a.tile_expert, "tile_expert");
     if (a.num_tiles) same(*a.num_tiles, "num_tiles");
     if (a.row_scale) same(*a.row_scale, "row_scale");
+    if (a.row_token) same(*a.row_token, "row_token");
   }
 }
 
@@ -246,7 +248,30 @@ int auto_k_splits(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c, in
   return int(std::clamp<int64_t>(std::min(2 * sm_count / tiles, steps / 16), 1, 4));
 }
 
+// The decode kernel: by default where the live rows average at most one per
+// expert (the layer at T <= E / top_k tokens), so each tile holds a few real
+// rows and one pass of up to 4 rows reads its weights once.
+int resolve_gemv(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over, int block_m) {
+  TC_CHECK_ARG(over.gemv >= -1 && over.gemv <= 1, kOp, "gemv", "0 (MMA kernels), 1 (decode kernel) or -1 (choose)",
+               std::to_string(over.gemv));
+  const bool gemv_ok = (block_m == 16 || block_m == 32) && a.w.layout == WeightLayout::kNK && vector_ok(a);
+  TC_CHECK_ARG(over.gemv < 1 || gemv_ok, kOp, "gemv",
+               "the decode kernel only for 16- or 32-row tiles, [N, K] weights and 16-byte aligned rows",
+               fmt::format("block_m {}, {} weights, {} rows", block_m, weight_layout_name(a.w.layout),
+                           vector_ok(a) ? "aligned" : "unaligned"));
+  return over.gemv >= 0 ? over.gemv : gemv_ok && a.rows_used > 0 && a.rows_used <= a.w.num_experts() ? 1 : 0;
+}
+
+int resolve_block_m(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over) {
+  const int64_t sched_bm = block_m_of(a);
+  return sched_bm ? int(sched_bm) : (over.block_m ? over.block_m : moe_grouped_gemm_block_m(double(a.out.shape[0])));
+}
+
 }  // namespace
+
+bool moe_grouped_gemm_uses_gemv(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over) {
+  return resolve_gemv(a, over, resolve_block_m(a, over)) == 1;
+}
 
 int sm_count_if_gpu(int device) {
   try {
@@ -259,11 +284,11 @@ int sm_count_if_gpu(int device) {
 MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over,
                                              int cc_major, int sm_count) {
   const bool dual = a.w_up.has_value();
-  const int64_t M = a.out.shape[0], N = a.out.shape[1];
+  const int64_t N = a.out.shape[1];
   MoeGroupedGemmConfig c;
   c.tma = 0, c.persistent = 0, c.k_splits = 1;  // resolved below
   const int64_t sched_bm = block_m_of(a);
-  c.block_m = sched_bm ? int(sched_bm) : (over.block_m ? over.block_m : moe_grouped_gemm_block_m(double(M)));
+  c.block_m = resolve_block_m(a, over);
   if (sched_bm && over.block_m)
     TC_CHECK_ARG(over.block_m == sched_bm, kOp, "block_m", fmt::format("{} (the tile schedule's tile height)", sched_bm),
                  std::to_string(over.block_m));
@@ -272,17 +297,7 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   c.group_m = over.group_m >= 0 ? over.group_m : 8;
   TC_CHECK_ARG(c.group_m >= 0 && c.group_m <= 4096, kOp, "group_m", "0 (2-D grid) or 1..4096 row tiles per group",
                std::to_string(c.group_m));
-  // The decode kernel: by default where the live rows average at most one
-  // per expert (the layer at T <= E / top_k tokens), so each tile holds a
-  // few real rows and one pass of up to 4 rows reads its weights once.
-  TC_CHECK_ARG(over.gemv >= -1 && over.gemv <= 1, kOp, "gemv", "0 (MMA kernels), 1 (decode kernel) or -1 (choose)",
-               std::to_string(over.gemv));
-  const bool gemv_ok = (c.block_m == 16 || c.block_m == 32) && a.w.layout == WeightLayout::kNK && vector_ok(a);
-  TC_CHECK_ARG(over.gemv < 1 || gemv_ok, kOp, "gemv",
-               "the decode kernel only for 16- or 32-row tiles, [N, K] weights and 16-byte aligned rows",
-               fmt::format("block_m {}, {} weights, {} rows", c.block_m, weight_layout_name(a.w.layout),
-                           vector_ok(a) ? "aligned" : "unaligned"));
-  c.gemv = over.gemv >= 0 ? over.gemv : gemv_ok && a.rows_used > 0 && a.rows_used <= a.w.num_experts() ? 1 : 0;
+  c.gemv = resolve_gemv(a, over, c.block_m);
   if (c.gemv == 1) {
     TC_CHECK_ARG(over.sm90 < 1 && over.tma < 1 && over.persistent < 1 && over.k_splits <= 1 && !over.block_n &&
                      !over.stages && !over.warps_m && !over.warps_n,
@@ -325,8 +340,9 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                std::to_string(over.persistent));
   TC_CHECK_ARG(over.persistent < 1 || c.sm90 == 2, kOp, "persistent",
                "a persistent grid only for the warp-specialised kernel (sm90=2)", fmt::format("sm90={}", c.sm90));
-  TC_CHECK_ARG(over.tma != 2 || !a.a_index, kOp, "tma",
-               "A by TMA (tma=2) only for A rows read in layout order (no a_index)", "an a_index");
+  TC_CHECK_ARG(over.tma != 2 || (!a.a_index && !a.row_token), kOp, "tma",
+               "A by TMA (tma=2) only for A rows read in layout order (no a_index, no row_token)",
+               a.a_index ? "an a_index" : "a row_token");
   if (c.sm90) {
     // Gated: 128 gate + 128 up columns; plain: 256 when N fills it. Ring of
     // four to six stages in ~200 KB: one CTA of two warpgroups per SM.
@@ -339,7 +355,7 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                  std::to_string(c.block_n));
     // TMA wherever it applies; A too when its rows are read in layout order
     // (the layer's down projection).
-    c.tma = c.sm90 != 2 || over.tma == 0 || !tma_ok(a) ? 0 : over.tma > 0 ? over.tma : a.a_index ? 1 : 2;
+    c.tma = c.sm90 != 2 || over.tma == 0 || !tma_ok(a) ? 0 : over.tma > 0 ? over.tma : a.a_index || a.row_token ? 1 : 2;
     TC_CHECK_ARG(c.sm90 != 2 || c.tma >= 1 || N * a.a.shape[1] < (int64_t(1) << 31), kOp, "sm90",
                  "N * K < 2^31 for the warp-specialised kernel with cp.async weights (tma=0)",
                  fmt::format("N = {}, K = {}", N, a.a.shape[1]));
@@ -539,6 +555,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   p.num_tiles = a.num_tiles ? a.num_tiles->ptr<int>() : nullptr;
   p.num_experts = int(a.w.num_experts());
   p.row_scale = a.row_scale ? a.row_scale->ptr<float>() : nullptr;
+  p.row_token = a.row_token ? a.row_token->ptr<int>() : nullptr;
   p.c = a.out.data;
   p.lda = K;
   p.ldb = a.w.layout == WeightLayout::kNK ? K : N;
@@ -633,6 +650,7 @@ void moe_grouped_gemm_cpu(const MoeGroupedGemmArgs& a) {
                                             a.w.layout == WeightLayout::kKN, N, K);
   r.gated = a.w_up.has_value();
   r.a_index = a.a_index ? a.a_index->ptr<int32_t>() : nullptr;
+  r.row_token = a.row_token ? a.row_token->ptr<int32_t>() : nullptr;
   r.tile_expert = a.tile_expert ? a.tile_expert->ptr<int32_t>() : nullptr;
   r.num_tiles = a.num_tiles ? a.num_tiles->ptr<int32_t>() : nullptr;
   r.row_scale = a.row_scale ? a.row_scale->ptr<float>() : nullptr;

@@ -54,6 +54,17 @@ bool per_expert(const WorkloadSpec& w) { return second_choice(w, "weights", "sta
 // the layer's down projection reading the intermediate).
 bool contiguous_a(const WorkloadSpec& w) { return second_choice(w, "a_rows", "gathered", "contiguous"); }
 
+// padding: read (A's padding rows are read as they are) or skipped (the case
+// passes row_token = the layout's pos_to_token, so they read zeros: the
+// layer's decode down projection). Skipped needs contiguous A rows.
+bool padding_skipped(const WorkloadSpec& w) {
+  const bool skipped = second_choice(w, "padding", "read", "skipped");
+  if (skipped && !contiguous_a(w))
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("{}: workload '{}': padding 'skipped' needs a_rows 'contiguous'", kOp, w.name));
+  return skipped;
+}
+
 class MoeGroupedGemmAdapter final : public OpAdapter {
  public:
   std::string name() const override { return kOp; }
@@ -73,6 +84,7 @@ class MoeGroupedGemmAdapter final : public OpAdapter {
     const MappingLayout m = map_routing(ids, E, bm);
     const bool contiguous = contiguous_a(w);
     if (!contiguous) d.inputs["a_index"] = m.pos_to_token;
+    if (padding_skipped(w)) d.inputs["row_token"] = m.pos_to_token;
     d.inputs["tile_expert"] = m.tile_expert;
     d.inputs["num_tiles"] = m.num_tiles;
     const int64_t rows = m.pos_to_token.shape()[0];
@@ -156,6 +168,7 @@ class MoeGroupedGemmAdapter final : public OpAdapter {
     const bool kn = layout_of(w) == ops::WeightLayout::kKN, contiguous = contiguous_a(w);
     CaseData d;
     if (!contiguous) d.inputs["a_index"] = HostTensor(DType::kI32, {rows});
+    if (padding_skipped(w)) d.inputs["row_token"] = HostTensor(DType::kI32, {rows});
     d.inputs["tile_expert"] = HostTensor(DType::kI32, {rows / bm});
     d.inputs["num_tiles"] = HostTensor(DType::kI32, {1});
     d.generated["a"] = {dt, {contiguous ? rows : T, K}, kA, 0, 0};
@@ -187,6 +200,7 @@ class MoeGroupedGemmAdapter final : public OpAdapter {
     a.w = expert_weights_of(in.at("w"), layout, split);
     if (auto it = in.find("w_up"); it != in.end()) a.w_up = expert_weights_of(it->second, layout, split);
     if (auto it = in.find("row_scale"); it != in.end()) a.row_scale = it->second;
+    if (auto it = in.find("row_token"); it != in.end()) a.row_token = it->second;
     a.out = out.at("out");
     // The routed slots, as the layer passes them (T * top_k): the same kernel
     // choices as inside the layer, in runs and in kernel listings alike.
@@ -214,6 +228,7 @@ class MoeGroupedGemmAdapter final : public OpAdapter {
     r.gated = d.generated.count("w_up") > 0;
     const HostTensor& tiles = d.inputs.at("tile_expert");
     r.a_index = d.inputs.count("a_index") ? d.inputs.at("a_index").ptr<int32_t>() : nullptr;
+    r.row_token = d.inputs.count("row_token") ? d.inputs.at("row_token").ptr<int32_t>() : nullptr;
     r.tile_expert = tiles.ptr<int32_t>();
     r.num_tiles = d.inputs.at("num_tiles").ptr<int32_t>();
     r.row_scale = d.inputs.count("row_scale") ? d.inputs.at("row_scale").ptr<float>() : nullptr;
