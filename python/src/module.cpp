@@ -160,7 +160,7 @@ void mapping(const Array& ids, const Array& counts, const Array& offsets, const 
 
 void grouped_gemm(const Array& a_, const std::vector<Array>& w, bool stacked, const std::optional<std::vector<Array>>& w_up,
                   const std::string& layout, const OptArray& a_index, const OptArray& tile_expert,
-                  const OptArray& num_tiles, const OptArray& row_scale, const Array& out,
+                  const OptArray& num_tiles, const OptArray& row_scale, const OptArray& row_token, const Array& out,
                   const std::map<std::string, int>& config, uint64_t stream) {
   const char* op = "moe_grouped_gemm";
   ops::MoeGroupedGemmArgs a;
@@ -171,6 +171,7 @@ void grouped_gemm(const Array& a_, const std::vector<Array>& w, bool stacked, co
   a.tile_expert = opt_view(tile_expert, op, "tile_expert");
   a.num_tiles = opt_view(num_tiles, op, "num_tiles");
   a.row_scale = opt_view(row_scale, op, "row_scale");
+  a.row_token = opt_view(row_token, op, "row_token");
   a.out = view_of(out, op, "out");
   ops::MoeGroupedGemmOptions o;
   for (auto& [k, v] : config) ops::set_config_key(o.config, k, v, op, "config");
@@ -276,7 +277,8 @@ NB_MODULE(_C, m) {
         nb::arg("num_experts"), nb::arg("block_m"), nb::arg("stream"));
   m.def("moe_grouped_gemm", &grouped_gemm, nb::arg("a"), nb::arg("w"), nb::arg("stacked"), nb::arg("w_up").none(),
         nb::arg("layout"), nb::arg("a_index").none(), nb::arg("tile_expert").none(), nb::arg("num_tiles").none(),
-        nb::arg("row_scale").none(), nb::arg("out"), nb::arg("config"), nb::arg("stream"));
+        nb::arg("row_scale").none(), nb::arg("row_token").none(), nb::arg("out"), nb::arg("config"),
+        nb::arg("stream"));
   m.def("fused_moe", &fused_moe, nb::arg("x"), nb::arg("w_router"), nb::arg("w_gate"), nb::arg("w_up"),
         nb::arg("w_down"), nb::arg("stacked"), nb::arg("layout"), nb::arg("bias").none(), nb::arg("out"),
         nb::arg("ids").none(), nb::arg("weights").none(), nb::arg("top_k"), nb::arg("mode"), nb::arg("renormalize"),

@@ -87,6 +87,24 @@ def test_moe_grouped_gemm_gated(rng, layout):
             np.testing.assert_allclose(out[row], silu(g_w @ xt) * (u_w @ xt), rtol=1e-2, atol=1e-2)
 
 
+def test_moe_grouped_gemm_row_token_zeros_padding(rng):
+    # A in layout order (the down projection): rows the mapping left as padding read zeros.
+    T, K, E, H, N = 5, 2, 4, 32, 24
+    ids = np.stack([rng.permutation(E)[:K] for _ in range(T)]).astype(np.int32)
+    m = tilecraft.moe_fused_mapping(ids, E, block_m=16)
+    rows = m["pos_to_token"].shape[0]
+    a = rng.standard_normal((rows, H)).astype(np.float16)  # padding rows hold data too
+    w = (rng.standard_normal((E, N, H)) / 8).astype(np.float16)
+    out = tilecraft.moe_grouped_gemm(a, w, tile_expert=m["tile_expert"], num_tiles=m["num_tiles"],
+                                     row_token=m["pos_to_token"], out_dtype="float32")
+    live = int(m["num_tiles"][0]) * 16
+    for r in range(live):
+        e = m["tile_expert"][r // 16]
+        want = (w[e].astype(np.float64) @ a[r].astype(np.float64)) if m["pos_to_token"][r] >= 0 else np.zeros(N)
+        np.testing.assert_allclose(out[r], want, rtol=1e-2, atol=1e-2)
+    assert np.all(out[:live][m["pos_to_token"][:live] < 0] == 0)
+
+
 def test_fused_moe_layer_and_object(rng):
     B, S, H, I, E, K = 2, 12, 64, 32, 8, 2
     x = rng.standard_normal((B, S, H)).astype(np.float16)

@@ -124,10 +124,13 @@ def moe_fused_mapping(ids: Tensor, num_experts: int, *, block_m: int = 1,
 
 def moe_grouped_gemm(a: Tensor, w: Tensor | Sequence[Tensor], *, w_up: Tensor | Sequence[Tensor] | None = None,
                      layout: str = "nk", a_index: Tensor | None = None, tile_expert: Tensor | None = None,
-                     num_tiles: Tensor | None = None, row_scale: Tensor | None = None, out: Tensor | None = None,
+                     num_tiles: Tensor | None = None, row_scale: Tensor | None = None,
+                     row_token: Tensor | None = None, out: Tensor | None = None,
                      out_dtype: str | None = None, config: dict[str, int] | None = None) -> Tensor:
     """C[r] = A[a_index[r]] . W_e (silu(A.W) * (A.W_up) when w_up is given), e = tile_expert of
     row r's tile. w: stacked [E, N, K] ('nk') / [E, K, N] ('kn'), or a list of per-expert tensors.
+    row_token: rows with a negative entry are padding and read zeros (for A in layout order, e.g.
+    the mapping's pos_to_token).
     config: kernel overrides, as the CLI's --config (block_m, block_n, stages, warps_m, warps_n,
     sm90, tma, persistent, k_splits, group_m, gemv)."""
     ws, stacked = _experts(w)
@@ -137,7 +140,7 @@ def moe_grouped_gemm(a: Tensor, w: Tensor | Sequence[Tensor], *, w_up: Tensor | 
     rows = a_index.shape[0] if a_index is not None else a.shape[0]
     if out is None:
         out = _empty(a, (rows, n), out_dtype or _dtype_name(a))
-    _C.moe_grouped_gemm(a, ws, stacked, ups, layout, a_index, tile_expert, num_tiles, row_scale, out,
+    _C.moe_grouped_gemm(a, ws, stacked, ups, layout, a_index, tile_expert, num_tiles, row_scale, row_token, out,
                         dict(config or {}), _stream(a))
     return out
 
