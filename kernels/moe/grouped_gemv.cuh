@@ -36,6 +36,7 @@ struct GroupedGemv {
     const int* src;  // [rows] compacted source rows of A
     const int* pos;  // [rows] their layout rows
     int n0;          // this warp's first column
+    int ncols;       // of its CPW columns, those inside N (<= 0 for warps past the last column)
   };
 
   // One pass over K for real rows r0 .. r0 + R - 1 (those past `rows` read
@@ -53,7 +54,7 @@ struct GroupedGemv {
     }
     // The warp's first weight row per matrix; column c is c rows further
     // (one pointer per matrix, not per column: registers are the limit here).
-    const int ncols = min(CPW, p.N - it.n0);  // columns inside N (<= 0 for warps past the last column)
+    const int ncols = it.ncols;
     const T* wrow[kB];
 #pragma unroll
     for (int m = 0; m < kB; ++m) wrow[m] = it.w[m] + (long long)(ncols > 0 ? it.n0 : 0) * p.ldb;
@@ -149,6 +150,7 @@ struct GroupedGemv {
       for (int m = 0; m < 2; ++m) it.w[m] = m < kB ? gemm_expert_weights<T, TABLE>(L, m, e) : nullptr;
       it.src = src, it.pos = pos;
       it.n0 = cb * kCols + warp * CPW;
+      it.ncols = min(CPW, p.N - it.n0);
       // Passes of 4, 2 and 1 rows: a tile's weights are read once per pass,
       // and the FMAs of rows that do not exist are not issued at decode.
       int r0 = 0;
@@ -157,12 +159,11 @@ struct GroupedGemv {
       else if (rows - r0 == 1) pass<1>(p, it, r0, rows);
       // The tile's padding rows hold zeros (times the row scale), as the MMA
       // kernels write them: the contract covers every row of a live tile.
-      const int ncols = min(CPW, p.N - it.n0);
       for (int r = lane; r < BM && rows < BM; r += 32) {
         const int row = tile * BM + r;
         if (all_src[r] >= 0 || row >= p.M) continue;
         const float v = 0.f * (p.row_scale ? p.row_scale[row] : 1.f);
-        for (int c = 0; c < ncols; ++c) static_cast<OutT*>(p.c)[(long long)row * p.ldc + it.n0 + c] = from_float<OutT>(v);
+        for (int c = 0; c < it.ncols; ++c) static_cast<OutT*>(p.c)[(long long)row * p.ldc + it.n0 + c] = from_float<OutT>(v);
       }
     }
   }
