@@ -317,12 +317,14 @@ TEST(MoeGroupedGemmCpu, SplitKChoice) {
 // it cannot run, a named error.
 TEST(MoeGroupedGemmCpu, GemvChoice) {
   const int64_t E = 128, N = 768, Kd = 2048;
-  auto run = [&](int64_t T, int64_t topk, int64_t bm, ops::MoeGroupedGemmConfig over, bool kn = false) {
+  auto run = [&](int64_t T, int64_t topk, int64_t bm, ops::MoeGroupedGemmConfig over, bool kn = false,
+                 bool gated = true) {
     const int64_t M = ops::moe_fused_mapping_rows(T, topk, E, bm);
     HostTensor a(DType::kBF16, {T, Kd}), w(DType::kBF16, kn ? Shape{E, Kd, N} : Shape{E, N, Kd}),
         out(DType::kBF16, {M, N}), tiles(DType::kI32, {M / bm}), idx(DType::kI32, {M});
-    ops::MoeGroupedGemmArgs g = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view(), true);
-    if (kn) g.w.layout = g.w_up->layout = ops::WeightLayout::kKN;
+    ops::MoeGroupedGemmArgs g = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view(), gated);
+    if (kn) g.w.layout = ops::WeightLayout::kKN;
+    if (kn && gated) g.w_up->layout = ops::WeightLayout::kKN;
     g.rows_used = T * topk;
     return ops::moe_grouped_gemm_config(g, over, 9, 132);
   };
@@ -343,6 +345,17 @@ TEST(MoeGroupedGemmCpu, GemvChoice) {
   auto both = on;
   both.k_splits = 2;
   TC_EXPECT_ERROR(run(1, 8, 16, both), ErrorKind::kInvalidArgument, "gemv", "k_splits=2");
+  // Chosen, not forced: an MMA-only override (split K, tile width) picks the MMA kernels.
+  ops::MoeGroupedGemmConfig split;
+  split.k_splits = 2;
+  EXPECT_EQ(run(1, 8, 16, split).gemv, 0);
+  EXPECT_EQ(run(1, 8, 16, split).k_splits, 2);
+  ops::MoeGroupedGemmConfig wide;
+  wide.block_n = 64;
+  EXPECT_EQ(run(1, 8, 16, wide).gemv, 0);
+  // Columns per item: 8 weight rows per lane step, so 32 for gate/up, 64 plain.
+  EXPECT_EQ(t1.block_n, 32);
+  EXPECT_EQ(run(1, 8, 16, pick, false, false).block_n, 64);
   ops::MoeGroupedGemmConfig bad;
   bad.gemv = 2;
   TC_EXPECT_ERROR(run(1, 8, 16, bad), ErrorKind::kInvalidArgument, "gemv", "-1 (choose)", "2");

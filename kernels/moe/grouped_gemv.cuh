@@ -8,9 +8,13 @@
 // keeps several in flight, and each weight element is read once per pass of
 // up to 4 real rows.
 //
-// A CTA of 8 warps takes items (row tile, block of 8 * CPW output columns).
-// Its real rows (source row and layout row) are compacted into shared
-// memory first. Warp w owns columns col0 + CPW w .. + CPW - 1; lane l reads
+// A CTA of 8 warps takes a contiguous range of items (row tile, block of
+// 8 * CPW output columns), so consecutive items mostly share a tile: its
+// real rows (source row and layout row) are compacted into shared memory
+// when the tile changes, and between items of one tile the warps run on
+// without a barrier (the launch is one or two waves; per-item barriers and
+// metadata reads left the weight stream idle between short items, the
+// down projection's at K = 768). Warp w owns columns col0 + CPW w .. + CPW - 1; lane l reads
 // 8-element chunks l, l + 32, ... along K of those columns' weight rows
 // (layout NK: [N, K] per expert, rows contiguous along K) and of the pass's
 // A rows, and the warp sums the partial dot products with shuffles. The
@@ -25,9 +29,11 @@ namespace tc::moe {
 template <typename T, typename OutT, int BM, bool DUAL, int TABLE>
 struct GroupedGemv {
   static constexpr int kWarps = 8, kThreads = kWarps * 32;
-  static constexpr int CPW = 4;                 // output columns per warp
-  static constexpr int kCols = kWarps * CPW;    // per item
   static constexpr int kB = DUAL ? 2 : 1;
+  // Output columns per warp: 8 weight rows per lane step for gate/up and
+  // plain alike (the loads in flight that keep the stream busy).
+  static constexpr int CPW = 8 / kB;
+  static constexpr int kCols = kWarps * CPW;  // per item
   static_assert(sizeof(T) == 2, "16-bit inputs");
   static_assert(BM <= 32, "one warp compacts a tile's rows");
 
@@ -67,10 +73,10 @@ struct GroupedGemv {
         for (int r = 0; r < R; ++r) acc[m][c][r] = 0.f;
 
     const int chunks = p.K / 8;
-    // Two K chunks in flight per lane in the 1-row passes (decode) and the
-    // plain 2-row pass; the wider passes' accumulators and loads would not
+    // Two K chunks in flight per lane in the 1-row passes (decode): 16
+    // loads of 16 bytes; the wider passes' accumulators and loads would not
     // fit 128 registers (2 CTAs of 256 per SM) twice over (they spilled).
-    constexpr int kUnroll = kB * R >= 4 ? 1 : 2;
+    constexpr int kUnroll = R >= 2 ? 1 : 2;
 #pragma unroll kUnroll
     for (int q = lane; q < chunks; q += 32) {
       // Weights first (streamed once, not kept in L1), then the A rows
@@ -126,24 +132,30 @@ struct GroupedGemv {
     const int tiles = p.num_tiles ? *p.num_tiles : p.M / BM;
     const int col_blocks = (p.N + kCols - 1) / kCols;
     const long long items = (long long)tiles * col_blocks;
-    for (long long item = blockIdx.x; item < items; item += gridDim.x) {
+    // Balanced ranges: every CTA of the wave gets floor or ceil of the mean.
+    const long long begin = items * blockIdx.x / gridDim.x, end = items * (blockIdx.x + 1) / gridDim.x;
+    int cur_tile = -1;
+    for (long long item = begin; item < end; ++item) {
       const int tile = int(item / col_blocks), cb = int(item % col_blocks);
       const int e = p.tile_expert ? p.tile_expert[tile] : 0;
       if (e < 0 || e >= p.num_experts) continue;  // the same for the whole CTA
-      __syncthreads();  // the previous item's rows have been read
-      if (warp == 0) {
-        const int row = tile * BM + lane;
-        int s = -1;
-        if (lane < BM && row < p.M) s = p.a_index ? p.a_index[row] : row;
-        if (s >= 0 && p.row_token && p.row_token[row] < 0) s = -1;
-        const bool ok = s >= 0 && s < p.a_rows;
-        const unsigned mask = __ballot_sync(0xffffffffu, ok);
-        const int at = __popc(mask & ((1u << lane) - 1u));
-        if (ok) src[at] = s, pos[at] = row;
-        if (lane < BM) all_src[lane] = ok ? s : -1;
-        if (lane == 0) count = __popc(mask);
+      if (tile != cur_tile) {
+        cur_tile = tile;
+        __syncthreads();  // the previous tile's rows have been read
+        if (warp == 0) {
+          const int row = tile * BM + lane;
+          int s = -1;
+          if (lane < BM && row < p.M) s = p.a_index ? p.a_index[row] : row;
+          if (s >= 0 && p.row_token && p.row_token[row] < 0) s = -1;
+          const bool ok = s >= 0 && s < p.a_rows;
+          const unsigned mask = __ballot_sync(0xffffffffu, ok);
+          const int at = __popc(mask & ((1u << lane) - 1u));
+          if (ok) src[at] = s, pos[at] = row;
+          if (lane < BM) all_src[lane] = ok ? s : -1;
+          if (lane == 0) count = __popc(mask);
+        }
+        __syncthreads();
       }
-      __syncthreads();
       const int rows = count;
       Item it;
 #pragma unroll
