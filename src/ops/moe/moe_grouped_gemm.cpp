@@ -19,10 +19,10 @@ namespace tilecraft::ops {
 namespace {
 
 constexpr const char* kOp = "moe_grouped_gemm";
-constexpr int kBK = 64;          // tc::moe::kGemmBK
-constexpr int kSmallTable = 64;  // pointer tables carried in the launch parameters
+constexpr int kBK = 64;                  // tc::moe::kGemmBK
+constexpr int kSmallTable = 64;          // pointer tables carried in the launch parameters
 constexpr int kLargeTable = 512;
-constexpr int kMaxSmem = 227 * 1024;  // sm_90 opt-in shared memory per block
+constexpr int kMaxSmem = 227 * 1024;     // sm_90 opt-in shared memory per block
 
 int table_size(const MoeGroupedGemmArgs& a) {
   if (a.w.stacked) return 0;
@@ -124,39 +124,24 @@ std::string MoeGroupedGemmConfig::str() const {
   if (sm90 == 1) return fmt::format("wgmma bm={} bn={} bk={} stages={} warpgroups=2", block_m, block_n, kBK, stages);
   if (sm90 == 2)
     return fmt::format("wgmma-ws bm={} bn={} bk={} stages={} warpgroups=1+2{}{}", block_m, block_n, kBK, stages,
-                       tma == 2   ? " tma-a+weights"
-                       : tma == 1 ? " tma-weights"
-                                  : "",
-                       persistent == 2   ? " persistent-dynamic"
-                       : persistent == 1 ? " persistent"
-                                         : "");
+                       tma == 2 ? " tma-a+weights" : tma == 1 ? " tma-weights" : "",
+                       persistent == 2 ? " persistent-dynamic" : persistent == 1 ? " persistent" : "");
   return fmt::format("mma bm={} bn={} bk={} stages={} warps={}x{}{}", block_m, block_n, kBK, stages, warps_m, warps_n,
                      k_splits > 1 ? fmt::format(" split-k={}", k_splits) : "");
 }
 
 void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, const char* op, const char* arg) {
-  if (key == "block_m")
-    c.block_m = value;
-  else if (key == "block_n")
-    c.block_n = value;
-  else if (key == "stages")
-    c.stages = value;
-  else if (key == "warps_m")
-    c.warps_m = value;
-  else if (key == "warps_n")
-    c.warps_n = value;
-  else if (key == "sm90")
-    c.sm90 = value;
-  else if (key == "tma")
-    c.tma = value;
-  else if (key == "persistent")
-    c.persistent = value;
-  else if (key == "k_splits")
-    c.k_splits = value;
-  else if (key == "group_m")
-    c.group_m = value;
-  else if (key == "gemv")
-    c.gemv = value;
+  if (key == "block_m") c.block_m = value;
+  else if (key == "block_n") c.block_n = value;
+  else if (key == "stages") c.stages = value;
+  else if (key == "warps_m") c.warps_m = value;
+  else if (key == "warps_n") c.warps_n = value;
+  else if (key == "sm90") c.sm90 = value;
+  else if (key == "tma") c.tma = value;
+  else if (key == "persistent") c.persistent = value;
+  else if (key == "k_splits") c.k_splits = value;
+  else if (key == "group_m") c.group_m = value;
+  else if (key == "gemv") c.gemv = value;
   else
     throw_arg_error(ErrorKind::kInvalidArgument, op, arg,
                     "keys block_m, block_n, stages, warps_m, warps_n, sm90, tma, persistent, k_splits, group_m, gemv",
@@ -219,7 +204,8 @@ void validate_moe_grouped_gemm(const MoeGroupedGemmArgs& a, DeviceType backend) 
   if (backend == DeviceType::kCUDA) {
     const int dev = a.a.device.index;
     auto same = [&](const TensorView& t, const std::string& arg) {
-      TC_CHECK_ARG(t.device.index == dev, kOp, arg, fmt::format("a tensor on cuda:{} (where a is)", dev), t.describe());
+      TC_CHECK_ARG(t.device.index == dev, kOp, arg, fmt::format("a tensor on cuda:{} (where a is)", dev),
+                   t.describe());
     };
     same(a.out, "out");
     if (a.w.stacked) same(*a.w.stacked, "w");
@@ -262,9 +248,6 @@ int auto_k_splits(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c, in
   return int(std::clamp<int64_t>(std::min(2 * sm_count / tiles, steps / 16), 1, 4));
 }
 
-// The decode kernel: by default where the live rows average at most one per
-// expert (the layer at T <= E / top_k tokens), so each tile holds a few real
-// rows and one pass of up to 4 rows reads its weights once.
 // Overrides that only the MMA kernels take: with any of them the choice is
 // theirs, and gemv=1 next to one is an error.
 bool mma_overrides(const MoeGroupedGemmConfig& o) {
@@ -272,6 +255,9 @@ bool mma_overrides(const MoeGroupedGemmConfig& o) {
          o.warps_n;
 }
 
+// The decode kernel: by default where the live rows average at most one per
+// expert (the layer at T <= E / top_k tokens), so each tile holds a few real
+// rows and one pass of up to 4 rows reads its weights once.
 int resolve_gemv(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over, int block_m) {
   TC_CHECK_ARG(over.gemv >= -1 && over.gemv <= 1, kOp, "gemv", "0 (MMA kernels), 1 (decode kernel) or -1 (choose)",
                std::to_string(over.gemv));
@@ -312,8 +298,8 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   const int64_t sched_bm = block_m_of(a);
   c.block_m = resolve_block_m(a, over);
   if (sched_bm && over.block_m)
-    TC_CHECK_ARG(over.block_m == sched_bm, kOp, "block_m",
-                 fmt::format("{} (the tile schedule's tile height)", sched_bm), std::to_string(over.block_m));
+    TC_CHECK_ARG(over.block_m == sched_bm, kOp, "block_m", fmt::format("{} (the tile schedule's tile height)", sched_bm),
+                 std::to_string(over.block_m));
   // Groups of 8 row tiles: with ~130 resident CTAs, a wave covers ~8 row
   // blocks x ~16 column blocks, which fit L2 together for the layer's shapes.
   c.group_m = over.group_m >= 0 ? over.group_m : 8;
@@ -321,11 +307,11 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                std::to_string(c.group_m));
   c.gemv = resolve_gemv(a, over, c.block_m);
   if (c.gemv == 1) {
-    TC_CHECK_ARG(
-        !mma_overrides(over), kOp, "gemv",
-        "no sm90, tma, persistent, k_splits, block_n, stages or warps override with gemv=1",
-        fmt::format("sm90={} tma={} persistent={} k_splits={} block_n={} stages={} warps={}x{}", over.sm90, over.tma,
-                    over.persistent, over.k_splits, over.block_n, over.stages, over.warps_m, over.warps_n));
+    TC_CHECK_ARG(!mma_overrides(over), kOp, "gemv",
+                 "no sm90, tma, persistent, k_splits, block_n, stages or warps override with gemv=1",
+                 fmt::format("sm90={} tma={} persistent={} k_splits={} block_n={} stages={} warps={}x{}", over.sm90,
+                             over.tma, over.persistent, over.k_splits, over.block_n, over.stages, over.warps_m,
+                             over.warps_n));
     c.sm90 = 0, c.stages = 0;
     // tc::moe::GroupedGemv: 8 warps x 8 / (1 or 2 matrices) columns per item
     c.block_n = dual ? 32 : 64, c.warps_m = 1, c.warps_n = 8;
@@ -335,8 +321,8 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   // 64-row wgmma tiles are there on request (sm90=1, tested); the default
   // keeps the mma.sync kernel for them until a head-to-head measurement says
   // which is faster at that height.
-  TC_CHECK_ARG(over.sm90 >= -1 && over.sm90 <= 2, kOp, "sm90", "0 (mma.sync), 1 (wgmma) or 2 (warp-specialised wgmma)",
-               std::to_string(over.sm90));
+  TC_CHECK_ARG(over.sm90 >= -1 && over.sm90 <= 2, kOp, "sm90",
+               "0 (mma.sync), 1 (wgmma) or 2 (warp-specialised wgmma)", std::to_string(over.sm90));
   TC_CHECK_ARG(over.sm90 < 1 || sm90_ok, kOp, "sm90",
                "the wgmma kernel only for 64- or 128-row tiles, 16-byte aligned rows and compute capability 9.0",
                fmt::format("block_m {}, {} rows, sm_{}x", c.block_m, vector_ok(a) ? "aligned" : "unaligned", cc_major));
@@ -349,10 +335,9 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   c.sm90 = over.sm90 >= 0 ? over.sm90 : sm90_ok && c.block_m == 128 ? (ws_ok ? 2 : 1) : 0;
   TC_CHECK_ARG(over.tma >= -1 && over.tma <= 2, kOp, "tma",
                "0 (cp.async), 1 (weights by TMA), 2 (weights and A by TMA) or -1 (choose)", std::to_string(over.tma));
-  TC_CHECK_ARG(
-      over.tma < 1 || (c.sm90 == 2 && tma_ok(a)), kOp, "tma",
-      "TMA only in the warp-specialised kernel (sm90=2), with stacked weights or at most 64 per-expert tensors",
-      fmt::format("sm90={}, {} expert tensors", c.sm90, a.w.stacked ? 0 : a.w.per_expert.size()));
+  TC_CHECK_ARG(over.tma < 1 || (c.sm90 == 2 && tma_ok(a)), kOp, "tma",
+               "TMA only in the warp-specialised kernel (sm90=2), with stacked weights or at most 64 per-expert tensors",
+               fmt::format("sm90={}, {} expert tensors", c.sm90, a.w.stacked ? 0 : a.w.per_expert.size()));
   TC_CHECK_ARG(over.k_splits >= 0 && over.k_splits <= 64, kOp, "k_splits", "0 (choose) or 1..64",
                std::to_string(over.k_splits));
   TC_CHECK_ARG(over.k_splits <= 1 || c.sm90 == 0, kOp, "k_splits", "a split K only for the mma.sync kernel (sm90=0)",
@@ -372,13 +357,10 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
     // 64-row tiles split the columns between the two warpgroups: at least 128.
     const int min_n = c.block_m == 64 ? 128 : 64;
     c.block_n = over.block_n ? over.block_n
-                             : std::max(min_n, dual       ? (N <= 64 ? 64 : 128)
-                                               : N <= 64  ? 64
-                                               : N <= 128 ? 128
-                                                          : 256);
+                             : std::max(min_n, dual ? (N <= 64 ? 64 : 128) : N <= 64 ? 64 : N <= 128 ? 128 : 256);
     c.warps_m = c.sm90 == 2 ? 3 : 2, c.warps_n = 4;  // warpgroups x 4 warps (ws: one producer + two consumers)
-    TC_CHECK_ARG(c.block_n >= min_n, kOp, "block_n",
-                 fmt::format("at least {} for {}-row wgmma tiles", min_n, c.block_m), std::to_string(c.block_n));
+    TC_CHECK_ARG(c.block_n >= min_n, kOp, "block_n", fmt::format("at least {} for {}-row wgmma tiles", min_n, c.block_m),
+                 std::to_string(c.block_n));
     // TMA wherever it applies; A too when its rows are read in layout order
     // (the layer's down projection).
     c.tma = c.sm90 != 2 || over.tma == 0 || !tma_ok(a) ? 0 : over.tma > 0 ? over.tma : a.a_index || a.row_token ? 1 : 2;
@@ -398,8 +380,8 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
     c.persistent = c.sm90 != 2 ? 0 : over.persistent >= 0 ? over.persistent : 2;
     const int stage = c.block_m * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2;
     c.stages = over.stages ? over.stages : std::min(6, 200 * 1024 / stage);
-    TC_CHECK_ARG(c.block_n == 64 || c.block_n == 128 || c.block_n == 256, kOp, "block_n", "64, 128 or 256 (wgmma)",
-                 std::to_string(c.block_n));
+    TC_CHECK_ARG(c.block_n == 64 || c.block_n == 128 || c.block_n == 256, kOp, "block_n",
+                 "64, 128 or 256 (wgmma)", std::to_string(c.block_n));
     TC_CHECK_ARG(!(dual && c.block_n == 256), kOp, "block_n", "at most 128 for gated tiles (two accumulator sets)",
                  std::to_string(c.block_n));
     TC_CHECK_ARG(c.stages >= 3 && c.stages <= 8, kOp, "stages", "3..8 (wgmma)", std::to_string(c.stages));
@@ -445,11 +427,8 @@ jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const 
   const std::string in = dtype_kernel_type(a.a.dtype), out = dtype_kernel_type(a.out.dtype);
   const std::string lay = layout == WeightLayout::kNK ? "0" : "1", gated = dual ? "true" : "false";
   if (c.gemv == 1)
-    return {"moe/grouped_gemv.cuh",
-            "tc::moe::grouped_gemv_kernel",
-            {in, out, std::to_string(c.block_m), gated, std::to_string(table)},
-            cfg,
-            true};
+    return {"moe/grouped_gemv.cuh", "tc::moe::grouped_gemv_kernel",
+            {in, out, std::to_string(c.block_m), gated, std::to_string(table)}, cfg, true};
   if (c.sm90)
     return {c.sm90 == 2 ? "moe/grouped_gemm_sm90_ws.cuh" : "moe/grouped_gemm_sm90.cuh",
             c.sm90 == 2 ? "tc::moe::grouped_gemm_sm90_ws_kernel" : "tc::moe::grouped_gemm_sm90_kernel",
@@ -458,14 +437,15 @@ jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const 
                                                    c.tma ? "true" : "false", c.tma == 2 ? "true" : "false"}
                         : std::vector<std::string>{in, out, std::to_string(c.block_m), std::to_string(c.block_n),
                                                    std::to_string(c.stages), lay, gated, std::to_string(table)},
-            cfg, true};
-  return {
-      "moe/grouped_gemm.cuh",
-      c.k_splits > 1 ? "tc::moe::grouped_gemm_split_kernel" : "tc::moe::grouped_gemm_kernel",
-      {in, out, std::to_string(c.block_m), std::to_string(c.block_n), std::to_string(c.warps_m),
-       std::to_string(c.warps_n), std::to_string(c.stages), lay, gated, vec ? "true" : "false", std::to_string(table)},
-      cfg,
-      true};
+            cfg,
+            true};
+  return {"moe/grouped_gemm.cuh",
+          c.k_splits > 1 ? "tc::moe::grouped_gemm_split_kernel" : "tc::moe::grouped_gemm_kernel",
+          {in, out, std::to_string(c.block_m), std::to_string(c.block_n), std::to_string(c.warps_m),
+           std::to_string(c.warps_n), std::to_string(c.stages), lay, gated, vec ? "true" : "false",
+           std::to_string(table)},
+          cfg,
+          true};
 }
 
 jit::KernelSpec moe_grouped_gemm_split_reduce_spec(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c) {
@@ -480,8 +460,8 @@ jit::KernelSpec moe_grouped_gemm_split_reduce_spec(const MoeGroupedGemmArgs& a, 
 
 // The split-K reduce: sums the slices of every valid row in order, then the
 // GEMM's epilogue; one thread per output pair.
-void launch_split_reduce(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c,
-                         const tc::moe::GroupedGemmParams& p, CUstream stream, const jit::CompileOptions& compile) {
+void launch_split_reduce(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c, const tc::moe::GroupedGemmParams& p,
+                         CUstream stream, const jit::CompileOptions& compile) {
   const bool dual = a.w_up.has_value(), vec = vector_ok(a);
   static jit::OpKernelCache kernels;
   const uint64_t code = uint64_t(a.out.dtype) | uint64_t(c.block_m) << 4 | uint64_t(dual) << 12 | uint64_t(vec) << 13;
@@ -512,8 +492,7 @@ void launch_tma(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c, cons
   auto fill = [&](auto& L) {
     L.p = p;
     const int64_t a_rows = a.a.shape[0];
-    if (c.tma == 2)
-      encode_tma_map(L.a_map, a.a.data, a.a.dtype, {K, a_rows, 1}, {K * 2, a_rows * K * 2}, {kBK, c.block_m});
+    if (c.tma == 2) encode_tma_map(L.a_map, a.a.data, a.a.dtype, {K, a_rows, 1}, {K * 2, a_rows * K * 2}, {kBK, c.block_m});
     const ExpertWeights* w[2] = {&a.w, a.w_up ? &*a.w_up : nullptr};
     for (int m = 0; m < 2 && w[m]; ++m) {
       if (w[m]->stacked)
@@ -562,11 +541,12 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   const MoeGroupedGemmConfig c = moe_grouped_gemm_config(a, o.config, dev.cc_major, dev.sm_count);
   const bool dual = a.w_up.has_value(), vec = vector_ok(a);
   const int table = launch_table(a, c);
-  const uint64_t code =
-      uint64_t(c.block_m) | uint64_t(c.block_n) << 8 | uint64_t(c.stages) << 17 | uint64_t(c.warps_m) << 21 |
-      uint64_t(c.warps_n) << 26 | uint64_t(a.a.dtype) << 31 | uint64_t(a.out.dtype) << 35 | uint64_t(a.w.layout) << 39 |
-      uint64_t(dual) << 40 | uint64_t(vec) << 41 | uint64_t(table) << 42 | uint64_t(c.sm90) << 53 |
-      uint64_t(std::max(c.tma, 0)) << 55 | uint64_t(c.k_splits > 1) << 57 | uint64_t(c.gemv == 1) << 58;
+  const uint64_t code = uint64_t(c.block_m) | uint64_t(c.block_n) << 8 | uint64_t(c.stages) << 17 |
+                        uint64_t(c.warps_m) << 21 | uint64_t(c.warps_n) << 26 | uint64_t(a.a.dtype) << 31 |
+                        uint64_t(a.out.dtype) << 35 | uint64_t(a.w.layout) << 39 | uint64_t(dual) << 40 |
+                        uint64_t(vec) << 41 | uint64_t(table) << 42 | uint64_t(c.sm90) << 53 |
+                        uint64_t(std::max(c.tma, 0)) << 55 | uint64_t(c.k_splits > 1) << 57 |
+                        uint64_t(c.gemv == 1) << 58;
   const int smem = smem_bytes(c, dual);
   static jit::OpKernelCache kernels;
   const jit::Launchable& k = kernels.get(
@@ -591,16 +571,15 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   p.M = int(M), p.N = int(N), p.K = int(K), p.a_rows = int(a.a.shape[0]);
   p.group_m = c.group_m;
   unsigned grid_x = unsigned((M + c.block_m - 1) / c.block_m), grid_y = unsigned((N + c.block_n - 1) / c.block_n);
-  TC_CHECK_ARG(c.group_m > 0 || c.sm90 == 2 || grid_y <= 65535, kOp, "out", "N / block_n <= 65535", a.out.describe());
+  TC_CHECK_ARG(c.group_m > 0 || c.sm90 == 2 || grid_y <= 65535, kOp, "out", "N / block_n <= 65535",
+               a.out.describe());
   TC_CHECK_ARG(uint64_t(grid_x) * grid_y <= uint64_t(INT_MAX), kOp, "out", "fewer than 2^31 output tiles",
                a.out.describe());
   p.tiles_total = int64_t(grid_x) * grid_y;
   if (c.gemv == 1) {
-    // At most one wave (2 CTAs of 256 threads per SM), each taking a
-    // contiguous range of items (row tile x block_n columns): a CTA then
-    // compacts a tile's rows once for all its column blocks.
-    grid_x =
-        unsigned(std::min<int64_t>({p.tiles_total, live_tiles_bound(a, c), 2 * int64_t(std::max(dev.sm_count, 1))}));
+    // One CTA per item (row tile x block_n columns) that can hold rows; the
+    // kernel loops when there are more.
+    grid_x = unsigned(std::min<int64_t>(p.tiles_total, live_tiles_bound(a, c)));
     grid_y = 1;
   } else if (c.sm90 == 2) {
     // 1-D walk over the tiles; persistent: one CTA per SM (the ring fills
