@@ -316,9 +316,9 @@ TEST(MoeGroupedGemmCpu, SplitKChoice) {
 // per expert, for [N, K] weights on 16- or 32-row schedules; asked for where
 // it cannot run, a named error.
 TEST(MoeGroupedGemmCpu, GemvChoice) {
-  const int64_t E = 128, N = 768, Kd = 2048;
+  const int64_t E = 128, N = 768;
   auto run = [&](int64_t T, int64_t topk, int64_t bm, ops::MoeGroupedGemmConfig over, bool kn = false,
-                 bool gated = true) {
+                 bool gated = true, int64_t Kd = 2048) {
     const int64_t M = ops::moe_fused_mapping_rows(T, topk, E, bm);
     HostTensor a(DType::kBF16, {T, Kd}), w(DType::kBF16, kn ? Shape{E, Kd, N} : Shape{E, N, Kd}),
         out(DType::kBF16, {M, N}), tiles(DType::kI32, {M / bm}), idx(DType::kI32, {M});
@@ -355,7 +355,14 @@ TEST(MoeGroupedGemmCpu, GemvChoice) {
   EXPECT_EQ(run(1, 8, 16, wide).gemv, 0);
   // Columns per item: 8 weight rows per lane step, so 32 for gate/up, 64 plain.
   EXPECT_EQ(t1.block_n, 32);
-  EXPECT_EQ(run(1, 8, 16, pick, false, false).block_n, 64);
+  // Weights per output column (K x matrices) of at least 4096 elements: gated
+  // at K = 2048, plain from K = 4096 (the layer's down projections at
+  // K = 768 and 2048 ran faster on the MMA kernels).
+  EXPECT_EQ(run(1, 8, 16, pick, false, false).gemv, 0);
+  EXPECT_EQ(run(1, 8, 16, pick, false, true, 1024).gemv, 0);
+  const auto plain = run(1, 8, 16, pick, false, false, 4096);
+  EXPECT_EQ(plain.gemv, 1);
+  EXPECT_EQ(plain.block_n, 64);
   ops::MoeGroupedGemmConfig bad;
   bad.gemv = 2;
   TC_EXPECT_ERROR(run(1, 8, 16, bad), ErrorKind::kInvalidArgument, "gemv", "-1 (choose)", "2");
@@ -444,16 +451,22 @@ TEST(FusedMoeCpu, KernelsForSm90a) {
 // At decode both expert projections run the gemv kernel; the down
 // projection then passes pos_to_token as row_token, so its 16-row tiles are
 // one pass over their real row, not four over the padding.
-TEST(FusedMoeCpu, DecodeLayerRunsTheGemvKernelOnBothProjections) {
+TEST(FusedMoeCpu, DecodeLayerRunsTheGemvKernelWhereChosen) {
   const StandInLayer S(1);
-  int gemv = 0;
-  for (const jit::KernelSpec& spec : ops::fused_moe_kernel_specs(S.args(), S.L.params()))
-    gemv += spec.function == "tc::moe::grouped_gemv_kernel";
-  EXPECT_EQ(gemv, 2);
-  ops::FusedMoeOptions off;
-  off.gate_up.gemv = off.down.gemv = 0;
-  for (const jit::KernelSpec& spec : ops::fused_moe_kernel_specs(S.args(), S.L.params(), off))
-    EXPECT_NE(spec.function, "tc::moe::grouped_gemv_kernel");
+  auto count = [&](const ops::FusedMoeOptions& o) {
+    int gemv = 0;
+    for (const jit::KernelSpec& spec : ops::fused_moe_kernel_specs(S.args(), S.L.params(), o))
+      gemv += spec.function == "tc::moe::grouped_gemv_kernel";
+    return gemv;
+  };
+  // H = 64, I = 32: too little weight per output column for the default.
+  EXPECT_EQ(count({}), 0);
+  ops::FusedMoeOptions on;
+  on.gate_up.gemv = on.down.gemv = 1;
+  EXPECT_EQ(count(on), 2);
+  ops::FusedMoeOptions gate_up_only;
+  gate_up_only.gate_up.gemv = 1;
+  EXPECT_EQ(count(gate_up_only), 1);
 }
 
 // Every kernel of the chain may start while the previous one drains

@@ -82,7 +82,9 @@ struct MoeGroupedGemmConfig {
   // Decode kernel (grouped_gemv.cuh): weights streamed into registers, no
   // tensor cores, for 16- or 32-row tile schedules holding a few real rows.
   // 1 = use it ([N, K] weights, 16-byte aligned rows), 0 = the MMA kernels,
-  // -1 = choose (1 when rows_used is at most 2 rows per expert).
+  // -1 = choose (1 when rows_used is at most one row per expert and each
+  // output column reads >= 4096 weight elements, K x matrices; never next to
+  // an MMA-only override such as k_splits or block_n).
   int gemv = -1;
   std::string str() const;
 };
