@@ -16,6 +16,7 @@
 namespace tc::moe {
 
 constexpr int kMappingThreads = 1024;
+constexpr int kAhead = 4;  // batches of 32 slots per warp whose ids are loaded together
 
 // The whole mapping by one block of kMappingThreads threads; smem holds
 // (kWarps + 1) * E + 1 ints. ids are read through L2 (ld.global.cg): in the
@@ -35,10 +36,25 @@ __device__ __forceinline__ void fused_mapping_block(const FusedMappingParams& p,
   for (int i = tid; i < p.rows; i += kMappingThreads) p.pos_to_token[i] = -1;
   __syncthreads();
 
-  // A. counts per warp segment.
-  for (long long i = begin + lane; i < end; i += W) {
-    const int e = __ldcg(p.ids + i);
-    if (e >= 0 && e < E) atomicAdd(&cnt[warp * E + e], 1);
+  // A. counts per warp segment: kAhead batches of 32 ids loaded at once (one
+  // load latency per chunk, not per batch: at 64K slots a warp walks 64
+  // batches), one shared-memory add per expert present in a batch (a warp's
+  // row is its own; the adding lanes hold distinct experts).
+  const unsigned lanes_below = (1u << lane) - 1u;
+  for (long long chunk = begin; chunk < end; chunk += W * kAhead) {
+    int ev[kAhead];
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      const long long i = chunk + u * W + lane;
+      ev[u] = i < end ? __ldcg(p.ids + i) : -1;
+    }
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      const bool valid = ev[u] >= 0 && ev[u] < E;
+      const unsigned peers = __match_any_sync(0xffffffffu, valid ? ev[u] : -1);
+      if (valid && (peers & lanes_below) == 0) cnt[warp * E + ev[u]] += __popc(peers);
+      __syncwarp();
+    }
   }
   __syncthreads();
 
@@ -75,23 +91,33 @@ __device__ __forceinline__ void fused_mapping_block(const FusedMappingParams& p,
   for (int i = tid; i < kWarps * E; i += kMappingThreads) cnt[i] += offs[i % E];
   __syncthreads();
 
-  // C. rows, in slot order within each warp's segment.
-  for (long long start = begin; start < end; start += W) {
-    const long long i = start + lane;
-    const int e = i < end ? __ldcg(p.ids + i) : -1;
-    const bool valid = i < end && e >= 0 && e < E;
-    const unsigned peers = __match_any_sync(0xffffffffu, valid ? e : -1);
-    const int rank = __popc(peers & ((1u << lane) - 1));
-    if (valid) {
-      const int row = cnt[warp * E + e] + rank;
-      p.token_topk_to_pos[i] = row;
-      p.pos_to_token[row] = int(i / p.top_k);
-    } else if (i < end) {
-      p.token_topk_to_pos[i] = -1;
+  // C. rows, in slot order within each warp's segment (ids loaded a chunk
+  // ahead, as in A).
+  for (long long chunk = begin; chunk < end; chunk += W * kAhead) {
+    int ev[kAhead];
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      const long long i = chunk + u * W + lane;
+      ev[u] = i < end ? __ldcg(p.ids + i) : -1;
     }
-    __syncwarp();
-    if (valid && rank == 0) cnt[warp * E + e] += __popc(peers);
-    __syncwarp();
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      const long long i = chunk + u * W + lane;
+      const int e = ev[u];
+      const bool valid = e >= 0 && e < E;
+      const unsigned peers = __match_any_sync(0xffffffffu, valid ? e : -1);
+      const int rank = __popc(peers & lanes_below);
+      if (valid) {
+        const int row = cnt[warp * E + e] + rank;
+        p.token_topk_to_pos[i] = row;
+        p.pos_to_token[row] = int(i / p.top_k);
+      } else if (i < end) {
+        p.token_topk_to_pos[i] = -1;
+      }
+      __syncwarp();
+      if (valid && rank == 0) cnt[warp * E + e] += __popc(peers);
+      __syncwarp();
+    }
   }
 
   // Tile schedule: the expert owning each block_m-row tile.
