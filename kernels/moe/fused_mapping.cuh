@@ -16,7 +16,9 @@
 namespace tc::moe {
 
 constexpr int kMappingThreads = 1024;
-constexpr int kAhead = 4;  // batches of 32 slots per warp whose ids are loaded together
+// Batches of 32 slots per warp whose ids are loaded together in step C (8
+// spilled in the gate+mapping kernel's 64 registers).
+constexpr int kAhead = 4;
 
 // The whole mapping by one block of kMappingThreads threads; smem holds
 // (kWarps + 1) * E + 1 ints. ids are read through L2 (ld.global.cg): in the
@@ -36,25 +38,12 @@ __device__ __forceinline__ void fused_mapping_block(const FusedMappingParams& p,
   for (int i = tid; i < p.rows; i += kMappingThreads) p.pos_to_token[i] = -1;
   __syncthreads();
 
-  // A. counts per warp segment: kAhead batches of 32 ids loaded at once (one
-  // load latency per chunk, not per batch: at 64K slots a warp walks 64
-  // batches), one shared-memory add per expert present in a batch (a warp's
-  // row is its own; the adding lanes hold distinct experts).
-  const unsigned lanes_below = (1u << lane) - 1u;
-  for (long long chunk = begin; chunk < end; chunk += W * kAhead) {
-    int ev[kAhead];
-#pragma unroll
-    for (int u = 0; u < kAhead; ++u) {
-      const long long i = chunk + u * W + lane;
-      ev[u] = i < end ? __ldcg(p.ids + i) : -1;
-    }
-#pragma unroll
-    for (int u = 0; u < kAhead; ++u) {
-      const bool valid = ev[u] >= 0 && ev[u] < E;
-      const unsigned peers = __match_any_sync(0xffffffffu, valid ? ev[u] : -1);
-      if (valid && (peers & lanes_below) == 0) cnt[warp * E + ev[u]] += __popc(peers);
-      __syncwarp();
-    }
+  // A. counts per warp segment (per-slot shared-memory atomics: a
+  // warp-aggregated add by __match_any_sync ran 1.6x slower at E = 128-256,
+  // H200 session 12).
+  for (long long i = begin + lane; i < end; i += W) {
+    const int e = __ldcg(p.ids + i);
+    if (e >= 0 && e < E) atomicAdd(&cnt[warp * E + e], 1);
   }
   __syncthreads();
 
@@ -91,8 +80,11 @@ __device__ __forceinline__ void fused_mapping_block(const FusedMappingParams& p,
   for (int i = tid; i < kWarps * E; i += kMappingThreads) cnt[i] += offs[i % E];
   __syncthreads();
 
-  // C. rows, in slot order within each warp's segment (ids loaded a chunk
-  // ahead, as in A).
+  // C. rows, in slot order within each warp's segment. The ids of kAhead
+  // batches are loaded together: one load latency per chunk instead of one
+  // per batch (a warp walks 64 batches at 64K slots; race-like shapes ran
+  // 11-21% faster, H200 session 12).
+  const unsigned lanes_below = (1u << lane) - 1u;
   for (long long chunk = begin; chunk < end; chunk += W * kAhead) {
     int ev[kAhead];
 #pragma unroll
