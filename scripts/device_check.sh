@@ -6,7 +6,7 @@
 #   steps: build gpu perf run full sweep python race layer, test:OP[:TAG] (correctness of one op
 #   on the GPU; TEST_FLAGS adds flags, e.g. "--config group_m=0"), bench:OP[:TAG]
 #   (its benchmark; TAG defaults to perf; BENCH_FLAGS adds flags), ncu:OP:WORKLOAD (Nsight Compute
-#   of that workload's kernels matching NCU_KERNELS, default the grouped GEMMs: speed of light,
+#   of that workload's kernels matching NCU_KERNELS, default the grouped GEMMs and GEMVs: speed of light,
 #   memory workload, warp stalls, L2 throughput; one timed repeat), ab:OP:WORKLOAD (this tree's
 #   kernel headers against .ab_kernels from scripts/kernel_ab.sh REV, AB_ROUNDS rounds)
 set -uo pipefail
@@ -100,7 +100,7 @@ for s in $steps; do
       IFS=: read -r _ op w <<< "$s"
       log="$OUT/ncu_${op}_${w}.txt"
       t0=$SECONDS
-      timeout ${OP_TIMEOUT:-300} ncu --clock-control none -k "regex:${NCU_KERNELS:-grouped_gemm}" \
+      timeout ${OP_TIMEOUT:-300} ncu --clock-control none -k "regex:${NCU_KERNELS:-grouped_gem}" \
         --launch-skip ${NCU_SKIP:-0} --launch-count ${NCU_COUNT:-2} \
         --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats \
         --section Occupancy --metrics lts__t_throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed --section ComputeWorkloadAnalysis \
