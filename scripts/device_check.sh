@@ -8,7 +8,7 @@
 #   (its benchmark; TAG defaults to perf; BENCH_FLAGS adds flags), ncu:OP:WORKLOAD (Nsight Compute
 #   of that workload's kernels matching NCU_KERNELS, default the grouped GEMMs and GEMVs: speed of light,
 #   memory workload, warp stalls, L2 throughput; one timed repeat), ab:OP:WORKLOAD (this tree's
-#   kernel headers against .ab_kernels from scripts/kernel_ab.sh REV, AB_ROUNDS rounds)
+#   kernel headers against each .ab_kernels/<rev> from scripts/kernel_ab.sh REV..., AB_ROUNDS rounds)
 set -uo pipefail
 OUT=${OUT:-/tmp/tilecraft_out}
 mkdir -p "$OUT"
@@ -108,15 +108,15 @@ for s in $steps; do
       step "ncu $op $w" "rc=$? in $((SECONDS - t0))s"
       grep -E "^  [a-z_]+.*\(|Throughput|Duration|Hit Rate|lts__t|dram__|Pipe|Issue Slots|Stall|Registers|Achieved Occupancy" "$log" | head -${NCU_LINES:-60} ;;
     ab:*)
-      # New (this tree's headers) against old (.ab_kernels, from scripts/kernel_ab.sh REV), same binary.
+      # This tree's kernel headers against each .ab_kernels/<rev> (scripts/kernel_ab.sh REV...), same binary.
       IFS=: read -r _ op w <<< "$s"
       log="$OUT/ab_${op}_${w}.log"
-      [ -d .ab_kernels ] || { step "ab $op $w" "no .ab_kernels (scripts/kernel_ab.sh REV here, carry it)"; continue; }
+      olds=$(ls -d .ab_kernels/*/ 2>/dev/null)
+      [ -n "$olds" ] || { step "ab $op $w" "no .ab_kernels/<rev> (scripts/kernel_ab.sh REV here, carry .ab_kernels)"; continue; }
       for r in $(seq "${AB_ROUNDS:-2}"); do
-        for v in new old; do
-          echo "### round $r $v $([ $v = old ] && cat .ab_kernels/REVISION)"
-          if [ $v = old ]; then kd=$PWD/.ab_kernels; else kd=; fi
-          TILECRAFT_KERNEL_DIR=$kd timeout ${OP_TIMEOUT:-120} $B/tilecraft bench --op "$op" --workload "$w" \
+        for kd in "" $olds; do
+          echo "### round $r ${kd:-this tree} $([ -n "$kd" ] && cat "$kd/REVISION")"
+          TILECRAFT_KERNEL_DIR=${kd:+$PWD/$kd} timeout ${OP_TIMEOUT:-120} $B/tilecraft bench --op "$op" --workload "$w" \
             ${BENCH_FLAGS:---warmup 2 --repeat 5 --trials 1}
         done
       done > "$log" 2>&1

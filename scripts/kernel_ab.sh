@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
 # Same-run A/B of kernel code: the binary embeds the working tree's kernel
 # headers; TILECRAFT_KERNEL_DIR swaps in another revision's, so one device
-# call times both on one machine (machines differ by 3-5%; see
+# call times every variant on one machine (machines differ by 3-5%; see
 # docs/perf/fused_moe.md).
-#   here:      scripts/kernel_ab.sh REV        writes .ab_kernels/ (kernels/ of REV; git-ignored)
+#   here:      scripts/kernel_ab.sh REV [REV...]   writes .ab_kernels/<short rev>/ (kernels/ of each REV;
+#                                                  git-ignored), replacing what was there
 #   device:    run(..., carry=[".ab_kernels"]) then
 #              scripts/device_check.sh build ab:fused_moe:qwen3-30b-a3b-T1 ...
-#              (AB_ROUNDS rounds of new then old; BENCH_FLAGS as for bench steps)
+#              (AB_ROUNDS rounds of this tree then each REV in order; BENCH_FLAGS as for bench steps)
+# A variant that is not a commit yet: commit it on a scratch branch and name that.
 set -euo pipefail
-rev=${1:?usage: scripts/kernel_ab.sh REV}
+[ $# -ge 1 ] || { echo "usage: scripts/kernel_ab.sh REV [REV...]" >&2; exit 2; }
 cd "$(git rev-parse --show-toplevel)"
-git rev-parse --verify --quiet "$rev^{commit}" > /dev/null || { echo "kernel_ab: '$rev' is not a commit" >&2; exit 2; }
+for rev in "$@"; do
+  git rev-parse --verify --quiet "$rev^{commit}" > /dev/null || { echo "kernel_ab: '$rev' is not a commit" >&2; exit 2; }
+done
 rm -rf .ab_kernels
-mkdir -p .ab_kernels
-git archive "$rev" kernels | tar -x -C .ab_kernels --strip-components=1
-git rev-parse "$rev" > .ab_kernels/REVISION
-echo "kernel_ab: .ab_kernels holds kernels/ of $(cat .ab_kernels/REVISION) ($(find .ab_kernels -name '*.cuh' | wc -l) headers)"
+for rev in "$@"; do
+  full=$(git rev-parse "$rev^{commit}")
+  d=.ab_kernels/$(git rev-parse --short=10 "$full")
+  mkdir -p "$d"
+  git archive "$full" kernels | tar -x -C "$d" --strip-components=1
+  echo "$full" > "$d/REVISION"
+  echo "kernel_ab: $d holds kernels/ of $rev ($(find "$d" -name '*.cuh' | wc -l) headers)"
+done
