@@ -448,9 +448,9 @@ TEST(FusedMoeCpu, KernelsForSm90a) {
   EXPECT_GT(ops::fused_moe_workspace_bytes(a, L.params()), size_t(L.T * L.K * (L.H + L.I) * 2));
 }
 
-// At decode both expert projections run the gemv kernel; the down
-// projection then passes pos_to_token as row_token, so its 16-row tiles are
-// one pass over their real row, not four over the padding.
+// At decode the expert projections run the gemv kernel where chosen (or
+// forced); a down projection on it passes pos_to_token as row_token, so its
+// 16-row tiles are one pass over their real row, not four over the padding.
 TEST(FusedMoeCpu, DecodeLayerRunsTheGemvKernelWhereChosen) {
   const StandInLayer S(1);
   auto count = [&](const ops::FusedMoeOptions& o) {
