@@ -80,7 +80,7 @@ for s in $steps; do
         timeout ${OP_TIMEOUT:-120} $B/tilecraft bench --op fused_moe --workload "$w" ${BENCH_FLAGS:---warmup 2 --repeat 5 --trials 1}
       done > "$OUT/bench_layer.log" 2>&1
       step layer "done in $((SECONDS - t0))s, $(grep -c 'WRONG RESULT' "$OUT/bench_layer.log") wrong results, $(grep -cE '\] ERROR|  ERROR ' "$OUT/bench_layer.log") errors"
-      grep -E "^\[|TFLOP/s =|experts |official|clone|cublas" "$OUT/bench_layer.log" | sed -E 's/ +\(.*//' | cut -c1-150 ;;
+      grep -E "^\[|TFLOP/s =|    (mapping|gate_mapping|gate_up|down|combine|experts|official_e2e|clone|cublas_[a-z_]+) +median" "$OUT/bench_layer.log" | sed -E 's/ +\(.*//' | cut -c1-150 ;;
     race)
       t0=$SECONDS
       PYTHONPATH=$B/python timeout ${OP_TIMEOUT:-300} python3 -m tilecraft.race moe ${RACE_FLAGS:-} > "$OUT/race_moe.log" 2>&1
