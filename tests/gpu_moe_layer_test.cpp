@@ -101,6 +101,40 @@ TEST(GpuMoeGroupedGemm, GemvKernel) {
     EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w, {{"gemv", 1}}), 3) << w;
 }
 
+// Without a tile schedule (one expert) the decode kernel computes every row
+// of M, a last partial tile included (it counted M / block_m tiles, rounded
+// down, before session 12: 20 rows on 32-row tiles computed none).
+TEST(GpuMoeGroupedGemm, GemvWithoutScheduleCoversEveryRow) {
+  TC_REQUIRE_GPU();
+  for (const auto& [M, block_m] : {std::pair<int64_t, int>{20, 0}, {40, 16}, {33, 32}}) {
+    SCOPED_TRACE("M = " + std::to_string(M) + ", block_m " + std::to_string(block_m));
+    const int64_t K = 72, N = 40;
+    HostTensor a(DType::kBF16, {M, K}), w(DType::kBF16, {1, N, K}), want(DType::kF32, {M, N});
+    harness::fill_uniform(a.view(), 12, 1, -1.f, 1.f);
+    harness::fill_uniform(w.view(), 12, 2, -1.f, 1.f);
+    ops::MoeGroupedGemmArgs h;
+    h.a = a.view();
+    h.w.stacked = w.view();
+    h.out = want.view();
+    ops::moe_grouped_gemm_cpu(h);
+    DeviceTensor da = DeviceTensor::from_host(a), dw = DeviceTensor::from_host(w), dout(DType::kF32, {M, N});
+    dout.fill_bytes(0xff);  // NaN poison
+    ops::MoeGroupedGemmArgs g = h;
+    g.a = da.view(), g.w.stacked = dw.view(), g.out = dout.view();
+    ops::MoeGroupedGemmOptions o;
+    o.config.gemv = 1;
+    o.config.block_m = block_m;
+    rt::Stream s;
+    ops::moe_grouped_gemm(g, s.get(), o);
+    s.sync();
+    const HostTensor got = dout.to_host();
+    for (int64_t i = 0; i < M * N; ++i) {
+      const float x = got.ptr<float>()[i], y = want.ptr<float>()[i];
+      ASSERT_NEAR(x, y, 1e-3f * (1.f + std::fabs(y))) << "row " << i / N << ", column " << i % N;
+    }
+  }
+}
+
 TEST(GpuFusedMoe, SmokeCases) {
   TC_REQUIRE_GPU();
   EXPECT_GT(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA), 8);

@@ -128,7 +128,7 @@ struct GroupedGemv {
     const GroupedGemmParams& p = L.p;
     __shared__ int src[BM], pos[BM], count, all_src[BM];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int tiles = p.num_tiles ? *p.num_tiles : p.M / BM;
+    const int tiles = p.num_tiles ? *p.num_tiles : (p.M + BM - 1) / BM;  // a last partial tile counts
     const int col_blocks = (p.N + kCols - 1) / kCols;
     const long long items = (long long)tiles * col_blocks;
     for (long long item = blockIdx.x; item < items; item += gridDim.x) {
