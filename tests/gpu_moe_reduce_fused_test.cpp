@@ -172,3 +172,14 @@ TEST(GpuMoeFusedMapping, SmokeCasesBitwise) {
   TC_REQUIRE_GPU();
   EXPECT_GT(test::expect_manifest_cases_pass("moe_fused_mapping", DeviceType::kCUDA), 10);
 }
+
+// The several-block path (count, then place) gives the golden's bits at any
+// block count: uneven segments, more blocks than slots (T = 1, T = 0), E up
+// to 1024, dropped slots, block_m = 1.
+TEST(GpuMoeFusedMapping, SeveralBlocksBitwise) {
+  TC_REQUIRE_GPU();
+  for (int blocks : {1, 2, 3, 7, 64})
+    EXPECT_GT(test::expect_manifest_cases_pass("moe_fused_mapping", DeviceType::kCUDA, "", {{"blocks", blocks}}), 10)
+        << blocks << " blocks";
+  EXPECT_GT(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA, "", {{"mapping_blocks", 3}}), 8);
+}

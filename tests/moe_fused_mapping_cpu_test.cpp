@@ -43,6 +43,42 @@ TEST(MoeFusedMapping, ValidationMessages) {
   TC_EXPECT_ERROR(moe_fused_mapping_cpu(a, {5, 1}), ErrorKind::kType, "'ids'", "int32", "int64");
 }
 
+// Blocks: as asked, else one below 8192 slots and one per 1024 slots above,
+// at least 2 and at most one per SM; out-of-range requests are errors.
+TEST(MoeFusedMapping, BlocksChoice) {
+  EXPECT_EQ(moe_fused_mapping_blocks(1, 0, 132), 1);
+  EXPECT_EQ(moe_fused_mapping_blocks(8191, 0, 132), 1);
+  EXPECT_EQ(moe_fused_mapping_blocks(8192, 0, 132), 8);
+  EXPECT_EQ(moe_fused_mapping_blocks(32768, 0, 132), 32);
+  EXPECT_EQ(moe_fused_mapping_blocks(1 << 20, 0, 132), 132);
+  EXPECT_EQ(moe_fused_mapping_blocks(1 << 20, 0, 0), 132);  // SMs unknown
+  EXPECT_EQ(moe_fused_mapping_blocks(100, 3, 132), 3);      // asked: even more blocks than slots
+  EXPECT_EQ(moe_fused_mapping_blocks(1 << 20, 1, 132), 1);
+  HostTensor ids(DType::kI32, {4, 2}), cnt(DType::kI32, {5}), off(DType::kI32, {6}), pos(DType::kI32, {4, 2}),
+      p2t(DType::kI32, {moe_fused_mapping_rows(4, 2, 5, 4)}), tile(DType::kI32, {moe_fused_mapping_rows(4, 2, 5, 4) / 4}),
+      nt(DType::kI32, {1});
+  MoeFusedMappingArgs a{ids.view(), cnt.view(), off.view(), pos.view(), p2t.view(), tile.view(), nt.view()};
+  MoeFusedMappingParams p{5, 4};
+  p.blocks = -1;
+  TC_EXPECT_ERROR(moe_fused_mapping_cpu(a, p), ErrorKind::kInvalidArgument, "moe_fused_mapping", "blocks", "0 (choose)",
+                  "-1");
+  p.blocks = 1025;
+  TC_EXPECT_ERROR(moe_fused_mapping_cpu(a, p), ErrorKind::kInvalidArgument, "blocks", "up to 1024", "1025");
+}
+
+// The mapping's kernels run 1024 threads a block: within 64 registers and
+// no spills on sm_90a.
+TEST(MoeFusedMapping, KernelsCompileWithoutSpills) {
+  auto specs = moe_fused_mapping_block_kernel_specs();
+  specs.push_back(moe_fused_mapping_kernel_spec());
+  ASSERT_EQ(specs.size(), 3u);
+  for (const auto& spec : specs) {
+    const auto k = jit::compile(spec, {}, "sm_90a");
+    EXPECT_EQ(k->resources.spill_store_bytes, 0) << spec.function;
+    EXPECT_LE(k->resources.registers, 64) << spec.function;
+  }
+}
+
 TEST(MoeFusedMapping, ManifestCasesPassOnCpu) {
   EXPECT_GT(test::expect_manifest_cases_pass("moe_fused_mapping", DeviceType::kCPU), 10);
 }

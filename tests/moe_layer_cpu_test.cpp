@@ -438,13 +438,24 @@ TEST(FusedMoeCpu, KernelsForSm90a) {
   const StandInLayer S(4096);
   const HostLayer& L = S.L;
   const auto a = S.args();
+  // 8192 slots: the mapping spreads over several blocks (count, place), so
+  // the gate runs alone: router GEMM, gate, count, place, gate/up, down,
+  // combine.
   const auto specs = ops::fused_moe_kernel_specs(a, L.params());
-  // router GEMM, gate + mapping (the layer's launch), gate and mapping alone
-  // (stage timings), gate/up, down, combine
   ASSERT_EQ(specs.size(), 7u);
-  EXPECT_EQ(specs[1].function, "tc::moe::topk_gate_mapping_kernel");
+  EXPECT_EQ(specs[1].function, "tc::moe::topk_gate_kernel");
+  EXPECT_EQ(specs[2].function, "tc::moe::mapping_count_kernel");
+  EXPECT_EQ(specs[3].function, "tc::moe::mapping_scatter_kernel");
   EXPECT_NE(specs[4].config.find("wgmma"), std::string::npos) << specs[4].config;
   EXPECT_NE(specs[4].config.find("silu*up"), std::string::npos) << specs[4].config;
+  // On one block: router GEMM, gate + mapping (the layer's launch), gate and
+  // mapping alone (stage timings), gate/up, down, combine.
+  ops::FusedMoeOptions one;
+  one.mapping_blocks = 1;
+  const auto fused = ops::fused_moe_kernel_specs(a, L.params(), one);
+  ASSERT_EQ(fused.size(), 7u);
+  EXPECT_EQ(fused[1].function, "tc::moe::topk_gate_mapping_kernel");
+  EXPECT_EQ(fused[3].function, "tc::moe::fused_mapping_kernel");
   EXPECT_GT(ops::fused_moe_workspace_bytes(a, L.params()), size_t(L.T * L.K * (L.H + L.I) * 2));
 }
 

@@ -1,14 +1,25 @@
 #pragma once
-// moe_fused_mapping: expert ids -> expert-major layout, on the device, in one
-// block, deterministic and stable (rows of an expert ordered by token, then
-// slot), with no host synchronisation.
+// moe_fused_mapping: expert ids -> expert-major layout, on the device,
+// deterministic and stable (rows of an expert ordered by token, then slot),
+// with no host synchronisation.
 //
-// The T*K slots are split into one contiguous segment per warp.
+// One block (fused_mapping_kernel, and the last block of the gate+mapping
+// kernel): the T*K slots are split into one contiguous segment per warp.
 //   A. each warp counts its segment's experts into its own shared row;
 //   B. per expert, exclusive prefix over warps, totals, padded offsets;
 //   C. each warp walks its segment again 32 slots at a time: a slot's row is
 //      its expert's offset + the slots of that expert in earlier warps + in
 //      earlier batches + earlier lanes of this batch (__match_any_sync).
+// Several blocks (large T*K: one block is bound by its one SM's issue rate):
+// the slots are split into one contiguous segment per block first.
+//   mapping_count_kernel: each block counts its segment per expert into
+//     block_counts[block][E];
+//   mapping_scatter_kernel: each block sums those counts (totals, and its
+//     base: the expert's slots in earlier blocks), scans the padded offsets
+//     itself, then runs A and C on its own segment from those bases. Block
+//     0 writes the counts, offsets and tile count; every block writes the
+//     padding rows and the tile owners of its share of rows.
+// Both give the same bits.
 #include "moe/fused_mapping_params.cuh"
 #include "tile/grid_dependency.cuh"
 #include "tile/target.cuh"
@@ -16,35 +27,122 @@
 namespace tc::moe {
 
 constexpr int kMappingThreads = 1024;
+constexpr int kMappingWarps = kMappingThreads / Target::kWarpSize;
 // Batches of 32 slots per warp whose ids are loaded together in step C (8
 // spilled in the gate+mapping kernel's 64 registers).
 constexpr int kAhead = 4;
+
+namespace mapping {
+constexpr int W = Target::kWarpSize;
+
+// The part [lo, hi) of n items that part `i` of `parts` gets (contiguous,
+// in order, sizes differ by at most one).
+__device__ __forceinline__ void split(long long n, int parts, int i, long long& lo, long long& hi) {
+  lo = n * i / parts;
+  hi = n * (i + 1) / parts;
+}
+
+// A. Warp `warp` counts the experts of slots [begin, end) into cnt[warp][E]
+// (zeroed by the caller).
+__device__ __forceinline__ void count_slots(const FusedMappingParams& p, long long begin, long long end, int* cnt_row,
+                                            int lane) {
+  for (long long i = begin + lane; i < end; i += W) {
+    const int e = __ldcg(p.ids + i);
+    if (e >= 0 && e < p.num_experts) atomicAdd(&cnt_row[e], 1);
+  }
+}
+
+// Warp 0: offs[1..E] hold padded sizes; afterwards offs[e] is the exclusive
+// prefix (offs[0] = 0, offs[E] = all rows in use).
+__device__ __forceinline__ void scan_offsets(int* offs, int E, int lane) {
+  int carry = 0;
+  for (int base = 0; base < E; base += W) {
+    const int e = base + lane;
+    int v = e < E ? offs[e + 1] : 0;
+#pragma unroll
+    for (int o = 1; o < W; o <<= 1) {
+      const int u = __shfl_up_sync(0xffffffffu, v, o);
+      if (lane >= o) v += u;
+    }
+    if (e < E) offs[e + 1] = carry + v;
+    carry += __shfl_sync(0xffffffffu, v, W - 1);
+  }
+  if (lane == 0) offs[0] = 0;
+}
+
+// C. Warp `warp` gives each slot of [begin, end) its row: cnt_row[e] holds
+// the first row its expert-e slots take and is advanced past them. The ids
+// of kAhead batches are loaded together: one load latency per chunk instead
+// of one per batch (race-like shapes ran 11-21% faster, H200 session 12).
+__device__ __forceinline__ void place_slots(const FusedMappingParams& p, long long begin, long long end, int* cnt_row,
+                                            int lane) {
+  const unsigned lanes_below = (1u << lane) - 1u;
+  for (long long chunk = begin; chunk < end; chunk += W * kAhead) {
+    int ev[kAhead];
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      const long long i = chunk + u * W + lane;
+      ev[u] = i < end ? __ldcg(p.ids + i) : -1;
+    }
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      const long long i = chunk + u * W + lane;
+      const int e = ev[u];
+      const bool valid = e >= 0 && e < p.num_experts;
+      const unsigned peers = __match_any_sync(0xffffffffu, valid ? e : -1);
+      const int rank = __popc(peers & lanes_below);
+      if (valid) {
+        const int row = cnt_row[e] + rank;
+        p.token_topk_to_pos[i] = row;
+        p.pos_to_token[row] = int(i / p.top_k);
+      } else if (i < end) {
+        p.token_topk_to_pos[i] = -1;
+      }
+      __syncwarp();
+      if (valid && rank == 0) cnt_row[e] += __popc(peers);
+      __syncwarp();
+    }
+  }
+}
+
+// The expert owning row `row` (the last e with offs[e] <= row), or -1 past
+// offs[E].
+__device__ __forceinline__ int row_owner(const int* offs, int E, int row) {
+  if (row >= offs[E]) return -1;
+  int lo = 0, hi = E - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (offs[mid] <= row) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+// Tile schedule for tiles [t0, t1), `stride` threads apart from thread `tid`.
+__device__ __forceinline__ void own_tiles(const FusedMappingParams& p, const int* offs, int t0, int t1, int tid,
+                                          int stride) {
+  for (int tile = t0 + tid; tile < t1; tile += stride)
+    p.tile_expert[tile] = row_owner(offs, p.num_experts, tile * p.block_m);
+}
+}  // namespace mapping
 
 // The whole mapping by one block of kMappingThreads threads; smem holds
 // (kWarps + 1) * E + 1 ints. ids are read through L2 (ld.global.cg): in the
 // fused gate+mapping kernel other blocks of the same launch wrote them.
 __device__ __forceinline__ void fused_mapping_block(const FusedMappingParams& p, int* smem) {
-  constexpr int W = Target::kWarpSize;
-  constexpr int kWarps = kMappingThreads / W;
+  using namespace mapping;
+  constexpr int kWarps = kMappingWarps;
   const int E = p.num_experts;
   int* cnt = smem;                 // [kWarps][E]
   int* offs = smem + kWarps * E;   // [E + 1]
   const int tid = threadIdx.x, warp = tid / W, lane = tid % W;
-  const long long n = p.num_slots;
-  const long long seg = (n + kWarps - 1) / kWarps;
-  const long long begin = warp * seg, end = begin + seg < n ? begin + seg : n;
+  long long begin, end;
+  split(p.num_slots, kWarps, warp, begin, end);
 
   for (int i = tid; i < kWarps * E; i += kMappingThreads) cnt[i] = 0;
   for (int i = tid; i < p.rows; i += kMappingThreads) p.pos_to_token[i] = -1;
   __syncthreads();
-
-  // A. counts per warp segment (per-slot shared-memory atomics: a
-  // warp-aggregated add by __match_any_sync ran 1.6x slower at E = 128-256,
-  // H200 session 12).
-  for (long long i = begin + lane; i < end; i += W) {
-    const int e = __ldcg(p.ids + i);
-    if (e >= 0 && e < E) atomicAdd(&cnt[warp * E + e], 1);
-  }
+  count_slots(p, begin, end, cnt + warp * E, lane);
   __syncthreads();
 
   // B. per-expert prefix over warps; totals.
@@ -59,81 +157,108 @@ __device__ __forceinline__ void fused_mapping_block(const FusedMappingParams& p,
     offs[e + 1] = (run + p.block_m - 1) / p.block_m * p.block_m;
   }
   __syncthreads();
-  if (warp == 0) {  // inclusive scan of the padded sizes, 32 experts at a time
-    int carry = 0;
-    for (int base = 0; base < E; base += W) {
-      const int e = base + lane;
-      int v = e < E ? offs[e + 1] : 0;
-#pragma unroll
-      for (int o = 1; o < W; o <<= 1) {
-        const int u = __shfl_up_sync(0xffffffffu, v, o);
-        if (lane >= o) v += u;
-      }
-      if (e < E) offs[e + 1] = carry + v;
-      carry += __shfl_sync(0xffffffffu, v, W - 1);
-    }
-    if (lane == 0) offs[0] = 0;
-  }
+  if (warp == 0) scan_offsets(offs, E, lane);
   __syncthreads();
   for (int e = tid; e <= E; e += kMappingThreads) p.expert_offsets[e] = offs[e];
   if (tid == 0) *p.num_tiles = offs[E] / p.block_m;
   for (int i = tid; i < kWarps * E; i += kMappingThreads) cnt[i] += offs[i % E];
   __syncthreads();
 
-  // C. rows, in slot order within each warp's segment. The ids of kAhead
-  // batches are loaded together: one load latency per chunk instead of one
-  // per batch (a warp walks 64 batches at 64K slots; race-like shapes ran
-  // 11-21% faster, H200 session 12).
-  const unsigned lanes_below = (1u << lane) - 1u;
-  for (long long chunk = begin; chunk < end; chunk += W * kAhead) {
-    int ev[kAhead];
-#pragma unroll
-    for (int u = 0; u < kAhead; ++u) {
-      const long long i = chunk + u * W + lane;
-      ev[u] = i < end ? __ldcg(p.ids + i) : -1;
-    }
-#pragma unroll
-    for (int u = 0; u < kAhead; ++u) {
-      const long long i = chunk + u * W + lane;
-      const int e = ev[u];
-      const bool valid = e >= 0 && e < E;
-      const unsigned peers = __match_any_sync(0xffffffffu, valid ? e : -1);
-      const int rank = __popc(peers & lanes_below);
-      if (valid) {
-        const int row = cnt[warp * E + e] + rank;
-        p.token_topk_to_pos[i] = row;
-        p.pos_to_token[row] = int(i / p.top_k);
-      } else if (i < end) {
-        p.token_topk_to_pos[i] = -1;
-      }
-      __syncwarp();
-      if (valid && rank == 0) cnt[warp * E + e] += __popc(peers);
-      __syncwarp();
-    }
-  }
-
-  // Tile schedule: the expert owning each block_m-row tile.
-  const int tiles = p.rows / p.block_m;
-  for (int tile = tid; tile < tiles; tile += kMappingThreads) {
-    const int row = tile * p.block_m;
-    int owner = -1;
-    if (row < offs[E]) {
-      int lo = 0, hi = E - 1;  // last e with offs[e] <= row
-      while (lo < hi) {
-        const int mid = (lo + hi + 1) / 2;
-        if (offs[mid] <= row) lo = mid;
-        else hi = mid - 1;
-      }
-      owner = lo;
-    }
-    p.tile_expert[tile] = owner;
-  }
+  place_slots(p, begin, end, cnt + warp * E, lane);
+  own_tiles(p, offs, 0, p.rows / p.block_m, tid, kMappingThreads);
 }
 
 __global__ void __launch_bounds__(kMappingThreads, 1) fused_mapping_kernel(const FusedMappingParams p) {
   extern __shared__ int smem[];
   grid_dependency_begin();
   fused_mapping_block(p, smem);
+}
+
+// Several blocks, step 1: block b counts the experts of its slots into
+// block_counts[b][E]. smem: E ints.
+__global__ void __launch_bounds__(kMappingThreads, 1) mapping_count_kernel(const MappingBlocksParams args) {
+  using namespace mapping;
+  const FusedMappingParams& p = args.p;
+  int* block_counts = args.block_counts;
+  extern __shared__ int smem[];
+  const int E = p.num_experts, tid = threadIdx.x;
+  for (int e = tid; e < E; e += kMappingThreads) smem[e] = 0;
+  grid_dependency_begin();
+  __syncthreads();
+  long long lo, hi;
+  split(p.num_slots, gridDim.x, blockIdx.x, lo, hi);
+  for (long long i = lo + tid; i < hi; i += kMappingThreads) {
+    const int e = __ldcg(p.ids + i);
+    if (e >= 0 && e < E) atomicAdd(&smem[e], 1);
+  }
+  __syncthreads();
+  for (int e = tid; e < E; e += kMappingThreads) block_counts[(long long)blockIdx.x * E + e] = smem[e];
+}
+
+// Several blocks, step 2 (same grid as step 1). smem: (kWarps + 3) * E + 1
+// ints: per-warp rows, offsets, totals, this block's bases.
+__global__ void __launch_bounds__(kMappingThreads, 1) mapping_scatter_kernel(const MappingBlocksParams args) {
+  using namespace mapping;
+  const FusedMappingParams& p = args.p;
+  const int* block_counts = args.block_counts;
+  constexpr int kWarps = kMappingWarps;
+  extern __shared__ int smem[];
+  const int E = p.num_experts, tid = threadIdx.x, warp = tid / W, lane = tid % W;
+  const int blocks = gridDim.x, b = blockIdx.x;
+  int* cnt = smem;                // [kWarps][E]
+  int* offs = cnt + kWarps * E;   // [E + 1]
+  int* total = offs + E + 1;      // [E]
+  int* base = total + E;          // [E]: the expert's slots in earlier blocks
+  for (int i = tid; i < kWarps * E; i += kMappingThreads) cnt[i] = 0;
+  grid_dependency_begin();
+  __syncthreads();
+
+  long long lo, hi, begin, end;
+  split(p.num_slots, blocks, b, lo, hi);
+  split(hi - lo, kWarps, warp, begin, end);
+  begin += lo, end += lo;
+  count_slots(p, begin, end, cnt + warp * E, lane);
+  for (int e = tid; e < E; e += kMappingThreads) {
+    int before = 0, all = 0;
+    for (int k = 0; k < blocks; ++k) {
+      const int c = __ldcg(block_counts + (long long)k * E + e);
+      if (k < b) before += c;
+      all += c;
+    }
+    base[e] = before;
+    total[e] = all;
+    offs[e + 1] = (all + p.block_m - 1) / p.block_m * p.block_m;
+  }
+  __syncthreads();
+  if (warp == 0) scan_offsets(offs, E, lane);
+  __syncthreads();
+  if (b == 0) {
+    for (int e = tid; e < E; e += kMappingThreads) p.tokens_per_expert[e] = total[e];
+    for (int e = tid; e <= E; e += kMappingThreads) p.expert_offsets[e] = offs[e];
+    if (tid == 0) *p.num_tiles = offs[E] / p.block_m;
+  }
+  // Each warp's first row per expert: offset + earlier blocks + earlier warps.
+  for (int e = tid; e < E; e += kMappingThreads) {
+    int run = offs[e] + base[e];
+    for (int w = 0; w < kWarps; ++w) {
+      const int c = cnt[w * E + e];
+      cnt[w * E + e] = run;
+      run += c;
+    }
+  }
+  __syncthreads();
+  place_slots(p, begin, end, cnt + warp * E, lane);
+
+  // This block's share of rows: padding rows -1 (the real ones are placed
+  // by the block owning their slot), and of tiles: their owners.
+  long long r0, r1, t0, t1;
+  split(p.rows, blocks, b, r0, r1);
+  for (int r = int(r0) + tid; r < int(r1); r += kMappingThreads) {
+    const int e = row_owner(offs, E, r);
+    if (e < 0 || r - offs[e] >= total[e]) p.pos_to_token[r] = -1;
+  }
+  split(p.rows / p.block_m, blocks, b, t0, t1);
+  own_tiles(p, offs, int(t0), int(t1), tid, kMappingThreads);
 }
 
 }  // namespace tc::moe

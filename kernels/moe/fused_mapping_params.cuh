@@ -17,4 +17,11 @@ struct FusedMappingParams {
   int rows;                // capacity of pos_to_token (a multiple of block_m)
 };
 
+// The several-block path: per-block expert counts, [blocks][num_experts],
+// written by the counting launch and read by the placing one.
+struct MappingBlocksParams {
+  FusedMappingParams p;
+  int* block_counts;
+};
+
 }  // namespace tc::moe

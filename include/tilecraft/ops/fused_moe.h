@@ -65,6 +65,9 @@ struct FusedMoeOptions {
   // Gate and mapping in one launch (moe_topk_gate_mapping) when both run;
   // false: the two kernels one after the other (same bits).
   bool fuse_gate_mapping = true;
+  // Blocks of the mapping (MoeFusedMappingParams::blocks; 0 = choose). The
+  // fused gate + mapping launch is taken only where the mapping has one.
+  int mapping_blocks = 0;
   jit::CompileOptions compile;
 };
 

@@ -4,6 +4,8 @@
 // Spec: shared ops/fused_moe.md, step 2.
 #include <cuda.h>
 
+#include <vector>
+
 #include "tilecraft/jit/kernel_spec.h"
 #include "tilecraft/jit/options.h"
 #include "tilecraft/ops/moe_topk_gate.h"
@@ -24,15 +26,29 @@ struct MoeFusedMappingArgs {
 struct MoeFusedMappingParams {
   int num_experts = 0;
   int block_m = 1;  // each expert's rows padded to a multiple (the grouped GEMM's tile M)
+  // Blocks that build the layout: 1 = one block (one launch), N > 1 = N
+  // blocks in two launches (count, then place; for many slots, where one
+  // block is bound by its SM's issue rate), 0 = choose
+  // (moe_fused_mapping_blocks). The same bits either way.
+  int blocks = 0;
 };
+
+// Blocks the mapping of `slots` (T*K) slots runs on for `blocks` as in
+// MoeFusedMappingParams (0: one block below 8192 slots, else one per 1024
+// slots, at most one per SM; sm_count 0 = unknown, taken as 132).
+int moe_fused_mapping_blocks(int64_t slots, int blocks, int sm_count);
 
 // Rows the layout can need: T*K + E*(block_m - 1), rounded up to block_m.
 int64_t moe_fused_mapping_rows(int64_t T, int64_t K, int64_t E, int64_t block_m);
 
 void validate_moe_fused_mapping(const MoeFusedMappingArgs& a, const MoeFusedMappingParams& p, DeviceType backend);
 jit::KernelSpec moe_fused_mapping_kernel_spec();
+// The two kernels of the several-block path (count, place).
+std::vector<jit::KernelSpec> moe_fused_mapping_block_kernel_specs();
 
-// CUDA: one block, enqueued on `stream`; no host sync; graph-capturable.
+// CUDA: one block or several (p.blocks), enqueued on `stream`; no host sync;
+// graph-capturable (the several-block path's per-block counts live in
+// stream-ordered scratch).
 void moe_fused_mapping(const MoeFusedMappingArgs& a, const MoeFusedMappingParams& p, CUstream stream,
                        const jit::CompileOptions& compile = {});
 void moe_fused_mapping_cpu(const MoeFusedMappingArgs& a, const MoeFusedMappingParams& p);

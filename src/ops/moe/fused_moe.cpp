@@ -126,10 +126,12 @@ MoeGroupedGemmArgs down_args(const FusedMoeArgs& a, const Buffers& b, const MoeG
 
 bool runs(const FusedMoeOptions& o, FusedMoeStage s) { return (o.stages & unsigned(s)) != 0; }
 
-// Gate and mapping in one launch (when both run): asked for, and within the
-// fused kernel's register budget.
-bool fused_gate_mapping(const FusedMoeOptions& o, const Dims& d) {
-  return o.fuse_gate_mapping && moe_topk_gate_mapping_fits(d.E, d.K);
+// Gate and mapping in one launch (when both run): asked for, within the
+// fused kernel's register budget, and where the mapping runs on one block
+// (its last block builds the layout; many slots spread over several).
+bool fused_gate_mapping(const FusedMoeOptions& o, const Dims& d, int sm_count) {
+  return o.fuse_gate_mapping && moe_topk_gate_mapping_fits(d.E, d.K) &&
+         moe_fused_mapping_blocks(d.T * d.K, o.mapping_blocks, sm_count) == 1;
 }
 
 }  // namespace
@@ -243,9 +245,10 @@ std::vector<jit::KernelSpec> fused_moe_kernel_specs(const FusedMoeArgs& a, const
   };
   add_gemm(router_args(a, b), {});
   MoeTopkGateArgs g{b.logits, a.bias, b.ids, b.weights};
-  if (!p.given_routing && fused_gate_mapping(o, d)) specs.push_back(moe_topk_gate_mapping_kernel_spec(g, p.gate));
+  if (!p.given_routing && fused_gate_mapping(o, d, sms)) specs.push_back(moe_topk_gate_mapping_kernel_spec(g, p.gate));
   specs.push_back(moe_topk_gate_kernel_spec(g, p.gate));  // stage timings run the two alone
-  specs.push_back(moe_fused_mapping_kernel_spec());
+  if (moe_fused_mapping_blocks(d.T * d.K, o.mapping_blocks, sms) == 1) specs.push_back(moe_fused_mapping_kernel_spec());
+  else for (auto& s : moe_fused_mapping_block_kernel_specs()) specs.push_back(s);
   add_gemm(gate_up_args(a, b), o.gate_up);
   add_gemm(down_args(a, b, o.down), o.down);
   MoeReduceFusedArgs rf;
@@ -283,9 +286,9 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
   if (route && runs(o, FusedMoeStage::kRouter)) moe_grouped_gemm(router_args(a, b), stream, go);
   const MoeTopkGateArgs gate_args{b.logits, a.bias, b.ids, b.weights};
   const MoeFusedMappingArgs mapping{b.ids, b.counts, b.offsets, b.slot_pos, b.pos_to_token, b.tile_expert, b.num_tiles};
-  const MoeFusedMappingParams mp{int(d.E), int(bm)};
+  const MoeFusedMappingParams mp{int(d.E), int(bm), o.mapping_blocks};
   const bool gate = route && runs(o, FusedMoeStage::kGate), map = runs(o, FusedMoeStage::kMapping);
-  if (gate && map && fused_gate_mapping(o, d)) {
+  if (gate && map && fused_gate_mapping(o, d, sm_count_if_gpu(a.x.device.index))) {
     moe_topk_gate_mapping(gate_args, p.gate, mapping, mp, stream, o.compile);
   } else {
     if (gate) moe_topk_gate(gate_args, p.gate, stream, o.compile);

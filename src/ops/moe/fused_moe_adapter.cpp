@@ -574,10 +574,12 @@ class FusedMoeAdapter final : public OpAdapter {
   static ops::FusedMoeOptions layer_options(const RunOptions& o) {
     ops::FusedMoeOptions m;
     m.compile = o.compile;
-    // KEY applies to both grouped GEMMs, gate_up_KEY / down_KEY to one.
-    const char* arg = "--config (KEY, gate_up_KEY or down_KEY)";
+    // KEY applies to both grouped GEMMs, gate_up_KEY / down_KEY to one;
+    // mapping_blocks to the mapping.
+    const char* arg = "--config (mapping_blocks, KEY, gate_up_KEY or down_KEY)";
     for (auto& [k, v] : o.config) {
-      if (k.rfind("gate_up_", 0) == 0) ops::set_config_key(m.gate_up, k.substr(8), v, kOp, arg);
+      if (k == "mapping_blocks") m.mapping_blocks = v;
+      else if (k.rfind("gate_up_", 0) == 0) ops::set_config_key(m.gate_up, k.substr(8), v, kOp, arg);
       else if (k.rfind("down_", 0) == 0) ops::set_config_key(m.down, k.substr(5), v, kOp, arg);
       else ops::set_config_key(m.gate_up, k, v, kOp, arg), ops::set_config_key(m.down, k, v, kOp, arg);
     }

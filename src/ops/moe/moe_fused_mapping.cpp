@@ -1,5 +1,6 @@
 #include "tilecraft/ops/moe_fused_mapping.h"
 
+#include <algorithm>
 #include <climits>
 
 #include "moe/gate_mapping_params.cuh"
@@ -9,6 +10,7 @@
 #include "tilecraft/error.h"
 #include "tilecraft/jit/jit.h"
 #include "tilecraft/jit/op_kernel_cache.h"
+#include "tilecraft/ops/moe_grouped_gemm.h"
 #include "tilecraft/reference/moe_fused_mapping.h"
 #include "tilecraft/runtime/device.h"
 #include "tilecraft/runtime/driver.h"
@@ -19,6 +21,9 @@ constexpr const char* kOp = "moe_fused_mapping";
 constexpr int kMaxExperts = 1024;  // per-warp counters in shared memory: 32 * E ints
 constexpr int kThreads = 1024;     // tc::moe::kMappingThreads
 constexpr int kWarps = 32;
+constexpr int kMaxBlocks = 1024;          // each placing block sums every block's counts per expert
+constexpr int64_t kBlocksFrom = 8192;     // slots from which the choice spreads the work
+constexpr int64_t kSlotsPerBlock = 1024;  // one per thread
 // The gate's registers at 1024 threads a block fit 64 without spills up to
 // here (8 experts per lane; K = 16 spilled 20 bytes).
 constexpr int kFusedGateMaxExperts = 256, kFusedGateMaxTopK = 8;
@@ -44,6 +49,8 @@ void validate_moe_fused_mapping(const MoeFusedMappingArgs& a, const MoeFusedMapp
   TC_CHECK_ARG(p.num_experts >= 1 && p.num_experts <= kMaxExperts, kOp, "num_experts",
                fmt::format("1..{}", kMaxExperts), std::to_string(p.num_experts));
   TC_CHECK_ARG(p.block_m >= 1 && p.block_m <= 1024, kOp, "block_m", "1..1024", std::to_string(p.block_m));
+  TC_CHECK_ARG(p.blocks >= 0 && p.blocks <= kMaxBlocks, kOp, "blocks",
+               fmt::format("0 (choose), 1 (one block) or up to {} blocks", kMaxBlocks), std::to_string(p.blocks));
   TC_CHECK_ARG(a.ids.ndim() == 2, kOp, "ids", "a 2-D tensor [T, K]", a.ids.describe());
   const int64_t T = a.ids.shape[0], K = a.ids.shape[1], E = p.num_experts;
   check_i32(a.ids, "ids", a.ids.shape, backend);
@@ -62,10 +69,23 @@ jit::KernelSpec moe_fused_mapping_kernel_spec() {
   return {"moe/fused_mapping.cuh", "tc::moe::fused_mapping_kernel", {}, "fused_mapping 1024 threads", true};
 }
 
+std::vector<jit::KernelSpec> moe_fused_mapping_block_kernel_specs() {
+  return {{"moe/fused_mapping.cuh", "tc::moe::mapping_count_kernel", {}, "mapping count 1024 threads", true},
+          {"moe/fused_mapping.cuh", "tc::moe::mapping_scatter_kernel", {}, "mapping place 1024 threads", true}};
+}
+
+int moe_fused_mapping_blocks(int64_t slots, int blocks, int sm_count) {
+  if (blocks > 0) return blocks;
+  if (slots < kBlocksFrom) return 1;
+  const int64_t most = std::min<int64_t>(sm_count > 0 ? sm_count : 132, kMaxBlocks);
+  return int(std::clamp<int64_t>((slots + kSlotsPerBlock - 1) / kSlotsPerBlock, 2, most));
+}
+
 namespace {
-// Per-warp counters take 32*E ints: raise the dynamic shared memory limit once.
+// Per-warp counters take 32*E ints: raise the dynamic shared memory limit
+// once (the placing kernel of the several-block path adds 2*E).
 void allow_mapping_smem(const jit::Launchable& l) {
-  TC_DRV(cuFuncSetAttribute, l.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (kWarps + 1) * kMaxExperts * 4 + 4);
+  TC_DRV(cuFuncSetAttribute, l.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (kWarps + 3) * kMaxExperts * 4 + 4);
 }
 
 tc::moe::FusedMappingParams kernel_params(const MoeFusedMappingArgs& a, const MoeFusedMappingParams& p) {
@@ -83,10 +103,24 @@ void moe_fused_mapping(const MoeFusedMappingArgs& a, const MoeFusedMappingParams
                        const jit::CompileOptions& compile) {
   validate_moe_fused_mapping(a, p, DeviceType::kCUDA);
   static jit::OpKernelCache kernels;
-  const jit::Launchable* k =
-      &kernels.get(0, compile, a.ids.device.index, [] { return moe_fused_mapping_kernel_spec(); }, allow_mapping_smem);
+  const int dev = a.ids.device.index;
   tc::moe::FusedMappingParams kp = kernel_params(a, p);
-  jit::launch(*k, 1, 1, kThreads, mapping_smem(p), stream, &kp);
+  const int blocks = moe_fused_mapping_blocks(kp.num_slots, p.blocks, sm_count_if_gpu(dev));
+  if (blocks == 1) {
+    const jit::Launchable* k =
+        &kernels.get(0, compile, dev, [] { return moe_fused_mapping_kernel_spec(); }, allow_mapping_smem);
+    jit::launch(*k, 1, 1, kThreads, mapping_smem(p), stream, &kp);
+    return;
+  }
+  const auto specs = moe_fused_mapping_block_kernel_specs();
+  const jit::Launchable* count = &kernels.get(1, compile, dev, [&] { return specs[0]; }, allow_mapping_smem);
+  const jit::Launchable* place = &kernels.get(2, compile, dev, [&] { return specs[1]; }, allow_mapping_smem);
+  // Per-block counts, [blocks][E]: written by the first launch, read by the
+  // second, freed in stream order after it.
+  rt::ScratchBuffer counts(size_t(blocks) * size_t(p.num_experts) * sizeof(int), stream);
+  tc::moe::MappingBlocksParams bp{kp, reinterpret_cast<int*>(counts.get())};
+  jit::launch(*count, unsigned(blocks), 1, kThreads, unsigned(p.num_experts * 4), stream, &bp);
+  jit::launch(*place, unsigned(blocks), 1, kThreads, unsigned(((kWarps + 3) * p.num_experts + 1) * 4), stream, &bp);
 }
 
 bool moe_topk_gate_mapping_fits(int64_t num_experts, int64_t top_k) {

@@ -22,8 +22,15 @@ ops::MoeFusedMappingArgs args_of(const Tensors& in, const Tensors& out) {
           out.at("pos_to_token"), out.at("tile_expert"),      out.at("num_tiles")};
 }
 
-ops::MoeFusedMappingParams params_from(const CaseData& d) {
-  return {int(d.symbols.at("E")), int(d.symbols.at("block_m"))};
+// --config blocks=N: the mapping's blocks (0 = choose, 1 = one block).
+ops::MoeFusedMappingParams params_from(const CaseData& d, const RunOptions* o = nullptr) {
+  ops::MoeFusedMappingParams p{int(d.symbols.at("E")), int(d.symbols.at("block_m"))};
+  if (o)
+    for (auto& [k, v] : o->config) {
+      if (k == "blocks") p.blocks = v;
+      else throw_arg_error(ErrorKind::kInvalidArgument, kOp, "--config", "key blocks", "'" + k + "'");
+    }
+  return p;
 }
 
 class MoeFusedMappingAdapter final : public OpAdapter {
@@ -52,8 +59,8 @@ class MoeFusedMappingAdapter final : public OpAdapter {
 
   void run(const CaseData& d, const Tensors& in, const Tensors& out, DeviceType backend, CUstream stream,
            const RunOptions& o) const override {
-    if (backend == DeviceType::kCUDA) ops::moe_fused_mapping(args_of(in, out), params_from(d), stream, o.compile);
-    else ops::moe_fused_mapping_cpu(args_of(in, out), params_from(d));
+    if (backend == DeviceType::kCUDA) ops::moe_fused_mapping(args_of(in, out), params_from(d, &o), stream, o.compile);
+    else ops::moe_fused_mapping_cpu(args_of(in, out), params_from(d, &o));
   }
 
   // Structural invariants, checked without the golden: counts, offsets padded
@@ -111,7 +118,9 @@ class MoeFusedMappingAdapter final : public OpAdapter {
   }
 
   std::vector<jit::KernelSpec> kernels(const Case&, const RunOptions&) const override {
-    return {ops::moe_fused_mapping_kernel_spec()};
+    auto specs = ops::moe_fused_mapping_block_kernel_specs();
+    specs.push_back(ops::moe_fused_mapping_kernel_spec());
+    return specs;
   }
 };
 
