@@ -96,9 +96,20 @@ TEST(GpuMoeGroupedGemm, SplitK) {
 // and 1), N and K tails, fp16 and bf16, empty experts, no tokens.
 TEST(GpuMoeGroupedGemm, GemvKernel) {
   TC_REQUIRE_GPU();
-  for (const char* w : {"decode-t1", "decode-t4-fp16", "small-uniform", "skewed-bm32", "empty-experts", "k-tail",
-                        "zero-tokens", "contiguous-a-row-token"})
+  for (const char* w : {"small-uniform", "empty-experts", "zero-tokens"})
     EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w, {{"gemv", 1}}), 3) << w;
+  for (const char* w : {"decode-t1", "decode-t4-fp16", "skewed-bm32", "k-tail", "contiguous-a-row-token"}) {
+    SCOPED_TRACE(w);
+    EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w, {{"gemv", 1}}), 3);
+    // Narrow items (half the columns): gated 16, plain 32.
+    EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w, {{"gemv", 1}, {"block_n", 16}},
+                                               "SiluUp"),
+              1);
+    for (const char* v : {"Plain", "RowScaleF32"})
+      EXPECT_EQ(
+          test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w, {{"gemv", 1}, {"block_n", 32}}, v),
+          1);
+  }
 }
 
 // Without a tile schedule (one expert) the decode kernel computes every row

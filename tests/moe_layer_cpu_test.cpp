@@ -363,6 +363,15 @@ TEST(MoeGroupedGemmCpu, GemvChoice) {
   const auto plain = run(1, 8, 16, pick, false, false, 4096);
   EXPECT_EQ(plain.gemv, 1);
   EXPECT_EQ(plain.block_n, 64);
+  // With gemv=1, block_n picks the columns per item: the default or half.
+  auto narrow = on;
+  narrow.block_n = 16;
+  EXPECT_EQ(run(1, 8, 16, narrow).block_n, 16);
+  TC_EXPECT_ERROR(run(1, 8, 16, narrow, false, false), ErrorKind::kInvalidArgument, "block_n", "64 or 32", "16");
+  narrow.block_n = 64;
+  TC_EXPECT_ERROR(run(1, 8, 16, narrow), ErrorKind::kInvalidArgument, "block_n", "32 or 16", "64");
+  narrow.block_n = 32;
+  EXPECT_EQ(run(1, 8, 16, narrow, false, false).block_n, 32);
   ops::MoeGroupedGemmConfig bad;
   bad.gemv = 2;
   TC_EXPECT_ERROR(run(1, 8, 16, bad), ErrorKind::kInvalidArgument, "gemv", "-1 (choose)", "2");

@@ -45,10 +45,11 @@ int expect_manifest_cases_pass(const std::string& op, DeviceType backend, const 
 }
 
 int expect_manifest_cases_pass(const std::string& op, DeviceType backend, const std::string& workload,
-                               const std::map<std::string, int>& config) {
+                               const std::map<std::string, int>& config, const std::string& variant) {
   harness::Selection s;
   s.op = op;
   s.workload = workload;
+  s.variant = variant;
   return run_selected(s, backend, config);
 }
 }  // namespace tilecraft::test

@@ -35,7 +35,8 @@ std::string temp_dir(const std::string& name);  // fresh, under the build tree
 // Runs every case of `op` selected by `tag` ("" = its default tags) on
 // `backend` through the harness and expects each to pass; returns the count.
 int expect_manifest_cases_pass(const std::string& op, DeviceType backend, const std::string& tag = "");
-// The same for one workload under kernel config overrides (--config).
+// The same for one workload (and variant: empty = all) under kernel config
+// overrides (--config).
 int expect_manifest_cases_pass(const std::string& op, DeviceType backend, const std::string& workload,
-                               const std::map<std::string, int>& config);
+                               const std::map<std::string, int>& config, const std::string& variant = "");
 }

@@ -8,7 +8,7 @@
 // keeps several in flight, and each weight element is read once per pass of
 // up to 4 real rows.
 //
-// A CTA of 8 warps takes items (row tile, block of 8 * CPW output columns),
+// A CTA of 8 warps takes items (row tile, block of BN = 8 * CPW output columns),
 // one CTA per item as launched (the hardware hands out the next item as a
 // CTA ends, so the GPU sweeps the weights in order; a wave of CTAs over
 // static contiguous ranges of items, each compacting a tile's rows once,
@@ -25,14 +25,14 @@
 
 namespace tc::moe {
 
-template <typename T, typename OutT, int BM, bool DUAL, int TABLE>
+template <typename T, typename OutT, int BM, int BN, bool DUAL, int TABLE>
 struct GroupedGemv {
   static constexpr int kWarps = 8, kThreads = kWarps * 32;
   static constexpr int kB = DUAL ? 2 : 1;
-  // Output columns per warp: 8 weight rows per lane step for gate/up and
-  // plain alike (the loads in flight that keep the stream busy).
-  static constexpr int CPW = 8 / kB;
-  static constexpr int kCols = kWarps * CPW;  // per item
+  static constexpr int kCols = BN;           // per item
+  static constexpr int CPW = BN / kWarps;    // output columns per warp
+  static constexpr int kRowsPerStep = kB * CPW;  // weight rows a lane loads per K step
+  static_assert(BN % kWarps == 0 && kRowsPerStep >= 2 && kRowsPerStep <= 8, "2 to 8 weight rows per lane step");
   static_assert(sizeof(T) == 2, "16-bit inputs");
   static_assert(BM <= 32, "one warp compacts a tile's rows");
 
@@ -72,10 +72,11 @@ struct GroupedGemv {
         for (int r = 0; r < R; ++r) acc[m][c][r] = 0.f;
 
     const int chunks = p.K / 8;
-    // Two K chunks in flight per lane in the 1-row passes (decode): 16
-    // loads of 16 bytes; the wider passes' accumulators and loads would not
-    // fit 128 registers (2 CTAs of 256 per SM) twice over (they spilled).
-    constexpr int kUnroll = R >= 2 ? 1 : 2;
+    // K steps unrolled to 16 loads of 16 bytes in flight per lane in the
+    // 1-row passes (decode); none in the wider passes, whose accumulators
+    // would not fit 128 registers (2 CTAs of 256 per SM) next to more loads
+    // (they spilled, on sm_80 even at 8 loads).
+    constexpr int kUnroll = R >= 2 ? 1 : 16 / kRowsPerStep;
 #pragma unroll kUnroll
     for (int q = lane; q < chunks; q += 32) {
       // Weights first (streamed once, not kept in L1), then the A rows
@@ -174,10 +175,10 @@ struct GroupedGemv {
   }
 };
 
-template <typename T, typename OutT, int BM, bool DUAL, int TABLE>
+template <typename T, typename OutT, int BM, int BN, bool DUAL, int TABLE>
 __global__ void __launch_bounds__(256, 2) grouped_gemv_kernel(const GroupedGemmLaunch<TABLE ? TABLE : 1> L) {
   grid_dependency_begin();
-  GroupedGemv<T, OutT, BM, DUAL, TABLE>::run(L);
+  GroupedGemv<T, OutT, BM, BN, DUAL, TABLE>::run(L);
 }
 
 }  // namespace tc::moe

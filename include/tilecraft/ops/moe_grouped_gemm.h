@@ -84,7 +84,8 @@ struct MoeGroupedGemmConfig {
   // 1 = use it ([N, K] weights, 16-byte aligned rows), 0 = the MMA kernels,
   // -1 = choose (1 when rows_used is at most one row per expert and each
   // output column reads >= 4096 weight elements, K x matrices; never next to
-  // an MMA-only override such as k_splits or block_n).
+  // an MMA-only override such as k_splits or block_n). With gemv=1, block_n
+  // sets its columns per item: 32 (default) or 16 gated, 64 or 32 plain.
   int gemv = -1;
   std::string str() const;
 };

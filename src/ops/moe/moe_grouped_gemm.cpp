@@ -249,10 +249,11 @@ int auto_k_splits(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c, in
 }
 
 // Overrides that only the MMA kernels take: with any of them the choice is
-// theirs, and gemv=1 next to one is an error.
+// theirs, and gemv=1 next to one is an error. block_n also leaves the choice
+// to the MMA kernels, but with gemv=1 it sets the decode kernel's columns
+// per item.
 bool mma_overrides(const MoeGroupedGemmConfig& o) {
-  return o.sm90 >= 1 || o.tma >= 1 || o.persistent >= 1 || o.k_splits > 1 || o.block_n || o.stages || o.warps_m ||
-         o.warps_n;
+  return o.sm90 >= 1 || o.tma >= 1 || o.persistent >= 1 || o.k_splits > 1 || o.stages || o.warps_m || o.warps_n;
 }
 
 // The decode kernel: by default where the live rows average at most one per
@@ -276,7 +277,7 @@ int resolve_gemv(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over, 
                            vector_ok(a) ? "aligned" : "unaligned"));
   if (over.gemv >= 0) return over.gemv;
   const int64_t per_column = a.a.shape[1] * (a.w_up ? 2 : 1);
-  return gemv_ok && !mma_overrides(over) && a.rows_used > 0 && a.rows_used <= a.w.num_experts() &&
+  return gemv_ok && !mma_overrides(over) && !over.block_n && a.rows_used > 0 && a.rows_used <= a.w.num_experts() &&
                  per_column >= 4096
              ? 1
              : 0;
@@ -320,13 +321,18 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   c.gemv = resolve_gemv(a, over, c.block_m);
   if (c.gemv == 1) {
     TC_CHECK_ARG(!mma_overrides(over), kOp, "gemv",
-                 "no sm90, tma, persistent, k_splits, block_n, stages or warps override with gemv=1",
-                 fmt::format("sm90={} tma={} persistent={} k_splits={} block_n={} stages={} warps={}x{}", over.sm90,
-                             over.tma, over.persistent, over.k_splits, over.block_n, over.stages, over.warps_m,
-                             over.warps_n));
+                 "no sm90, tma, persistent, k_splits, stages or warps override with gemv=1",
+                 fmt::format("sm90={} tma={} persistent={} k_splits={} stages={} warps={}x{}", over.sm90, over.tma,
+                             over.persistent, over.k_splits, over.stages, over.warps_m, over.warps_n));
+    // tc::moe::GroupedGemv: 8 warps x block_n / 8 columns per item. Default:
+    // 8 weight rows per lane step (32 columns gated, 64 plain); half that is
+    // there for small launches (finer items spread over more SMs).
+    const int wide = dual ? 32 : 64;
+    TC_CHECK_ARG(!over.block_n || over.block_n == wide || over.block_n == wide / 2, kOp, "block_n",
+                 fmt::format("{} or {} with gemv=1 ({} projection)", wide, wide / 2, dual ? "a gated" : "a plain"),
+                 std::to_string(over.block_n));
     c.sm90 = 0, c.stages = 0;
-    // tc::moe::GroupedGemv: 8 warps x 8 / (1 or 2 matrices) columns per item
-    c.block_n = dual ? 32 : 64, c.warps_m = 1, c.warps_n = 8;
+    c.block_n = over.block_n ? over.block_n : wide, c.warps_m = 1, c.warps_n = 8;
     return c;
   }
   const bool sm90_ok = cc_major == 9 && (c.block_m == 128 || c.block_m == 64) && vector_ok(a);
@@ -440,7 +446,7 @@ jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const 
   const std::string lay = layout == WeightLayout::kNK ? "0" : "1", gated = dual ? "true" : "false";
   if (c.gemv == 1)
     return {"moe/grouped_gemv.cuh", "tc::moe::grouped_gemv_kernel",
-            {in, out, std::to_string(c.block_m), gated, std::to_string(table)}, cfg, true};
+            {in, out, std::to_string(c.block_m), std::to_string(c.block_n), gated, std::to_string(table)}, cfg, true};
   if (c.sm90)
     return {c.sm90 == 2 ? "moe/grouped_gemm_sm90_ws.cuh" : "moe/grouped_gemm_sm90.cuh",
             c.sm90 == 2 ? "tc::moe::grouped_gemm_sm90_ws_kernel" : "tc::moe::grouped_gemm_sm90_kernel",
