@@ -363,6 +363,10 @@ TEST(MoeGroupedGemmCpu, GemvChoice) {
   const auto plain = run(1, 8, 16, pick, false, false, 4096);
   EXPECT_EQ(plain.gemv, 1);
   EXPECT_EQ(plain.block_n, 64);
+  ops::MoeGroupedGemmConfig other_height;  // the schedule's 16-row tiles decide
+  other_height.block_m = 64;
+  TC_EXPECT_ERROR(run(1, 8, 16, other_height), ErrorKind::kInvalidArgument, "block_m", "16 (the tile schedule's",
+                  "64");
   ops::MoeGroupedGemmConfig bad;
   bad.gemv = 2;
   TC_EXPECT_ERROR(run(1, 8, 16, bad), ErrorKind::kInvalidArgument, "gemv", "-1 (choose)", "2");
