@@ -372,6 +372,10 @@ TEST(MoeGroupedGemmCpu, GemvChoice) {
   TC_EXPECT_ERROR(run(1, 8, 16, narrow), ErrorKind::kInvalidArgument, "block_n", "32 or 16", "64");
   narrow.block_n = 32;
   EXPECT_EQ(run(1, 8, 16, narrow, false, false).block_n, 32);
+  ops::MoeGroupedGemmConfig other_height;  // the schedule's 16-row tiles decide
+  other_height.block_m = 64;
+  TC_EXPECT_ERROR(run(1, 8, 16, other_height), ErrorKind::kInvalidArgument, "block_m", "16 (the tile schedule's",
+                  "64");
   ops::MoeGroupedGemmConfig bad;
   bad.gemv = 2;
   TC_EXPECT_ERROR(run(1, 8, 16, bad), ErrorKind::kInvalidArgument, "gemv", "-1 (choose)", "2");

@@ -283,8 +283,13 @@ int resolve_gemv(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over, 
              : 0;
 }
 
+// The tile height: the schedule's (an override must agree), else the
+// override, else the heuristic on M.
 int resolve_block_m(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over) {
   const int64_t sched_bm = block_m_of(a);
+  if (sched_bm && over.block_m)
+    TC_CHECK_ARG(over.block_m == sched_bm, kOp, "block_m", fmt::format("{} (the tile schedule's tile height)", sched_bm),
+                 std::to_string(over.block_m));
   return sched_bm ? int(sched_bm) : (over.block_m ? over.block_m : moe_grouped_gemm_block_m(double(a.out.shape[0])));
 }
 
@@ -308,11 +313,7 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   const int64_t N = a.out.shape[1];
   MoeGroupedGemmConfig c;
   c.tma = 0, c.persistent = 0, c.k_splits = 1;  // resolved below
-  const int64_t sched_bm = block_m_of(a);
   c.block_m = resolve_block_m(a, over);
-  if (sched_bm && over.block_m)
-    TC_CHECK_ARG(over.block_m == sched_bm, kOp, "block_m", fmt::format("{} (the tile schedule's tile height)", sched_bm),
-                 std::to_string(over.block_m));
   // Groups of 8 row tiles: with ~130 resident CTAs, a wave covers ~8 row
   // blocks x ~16 column blocks, which fit L2 together for the layer's shapes.
   c.group_m = over.group_m >= 0 ? over.group_m : 8;
