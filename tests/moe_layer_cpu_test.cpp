@@ -256,8 +256,8 @@ TEST(MoeGroupedGemmCpu, WarpSpecialisedKernelsCompileWithoutSpills) {
         const auto k = jit::compile(ops::moe_grouped_gemm_kernel_spec(g, c), {}, "sm_90a");
         EXPECT_EQ(k->resources.spill_store_bytes, 0);
         EXPECT_EQ(k->resources.stack_frame_bytes, 0);
-        // 384 threads x 168 at launch: the split of setmaxnreg (producer 64,
-        // consumers 224) uses exactly the 64 K registers of the SM.
+        // 384 threads x 168 at launch: what setmaxnreg's split (producer 56,
+        // consumers 224) is balanced against.
         EXPECT_EQ(k->resources.registers, 168);
       }
   }

@@ -242,10 +242,12 @@ struct GroupedGemmSm90Ws {
     GemmTile tile;
     if (wg == 0) {  // producer
       // Registers: all 384 threads start with 168 (launch bounds); the
-      // producer gives back to 64 and the consumers take 224 (128 x 64 + 256 x
-      // 224 = the SM's 64 K), room for 128 accumulators and the epilogue's
-      // staged stores without spills (CPU test WarpSpecialisedKernelsCompileWithoutSpills).
-      asm volatile("setmaxnreg.dec.sync.aligned.u32 64;\n" ::: "memory");
+      // producer gives back down to 56 and the consumers take up to 224: room
+      // for 128 accumulators and the epilogue's staged stores without spills
+      // (CPU test WarpSpecialisedKernelsCompileWithoutSpills). The two must
+      // balance, 128 x (168 - 56) = 256 x (224 - 168): setmaxnreg.inc waits
+      // for registers the CTA's own warps released, so asking for more hangs.
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
       if constexpr (TMA_A) {  // one thread issues every copy
         if (threadIdx.x != 0) return;
         for (int j = 0;; ++j) {
