@@ -54,7 +54,7 @@ TEST(GpuMoeGroupedGemm, WarpSpecialisedKernel) {
   TC_REQUIRE_GPU();
   for (int tma : {0, 1})
     for (const char* w : {"prefill-bm128", "prefill-bm128-kn", "prefill-kn-tails", "kn-stacked", "prefill-nk",
-                          "race-layout-small", "nk-tails-bm128", "contiguous-a", "contiguous-a-kn-tails"})
+                          "race-layout-small", "nk-tails-bm128", "nk-rows-unaligned-bm128", "contiguous-a", "contiguous-a-kn-tails"})
       EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w, {{"sm90", 2}, {"tma", tma}}),
                 3)
           << w << " tma=" << tma;

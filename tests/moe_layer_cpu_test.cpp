@@ -237,6 +237,32 @@ TEST(MoeGroupedGemmCpu, WarpSpecialisedConfig) {
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "tma", "65 expert tensors");
 }
 
+// The warp-specialised kernel with its staged epilogue (32 KB of shared
+// memory next to the ring): the default stage counts still fit 227 KB, and
+// every tile shape and output type compiles for sm_90a without spills.
+TEST(MoeGroupedGemmCpu, WarpSpecialisedKernelsCompileWithoutSpills) {
+  HostTensor a(DType::kBF16, {1024, 256}), w(DType::kBF16, {2, 512, 256}), idx(DType::kI32, {1024});
+  for (DType out_t : {DType::kBF16, DType::kF32}) {
+    HostTensor out(out_t, {1024, 512});
+    for (bool gated : {false, true})
+      for (int block_m : {128, 64}) {
+        HostTensor tiles(DType::kI32, {1024 / block_m});  // the schedule's height is the tile's
+        ops::MoeGroupedGemmArgs g = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view(), gated);
+        ops::MoeGroupedGemmConfig over;
+        over.sm90 = 2, over.block_m = block_m;
+        const auto c = ops::moe_grouped_gemm_config(g, over, 9);
+        SCOPED_TRACE(c.str() + (gated ? " gated " : " plain ") + dtype_name(out_t));
+        EXPECT_GE(c.stages, 3);
+        const auto k = jit::compile(ops::moe_grouped_gemm_kernel_spec(g, c), {}, "sm_90a");
+        EXPECT_EQ(k->resources.spill_store_bytes, 0);
+        EXPECT_EQ(k->resources.stack_frame_bytes, 0);
+        // 384 threads x 168 at launch: what setmaxnreg's split (producer 56,
+        // consumers 224) is balanced against.
+        EXPECT_EQ(k->resources.registers, 168);
+      }
+  }
+}
+
 // Experts of N * K >= 2^31 elements: the warp-specialised kernel with TMA
 // weights takes them; without TMA (over 64 per-expert tensors) the default
 // falls back to the sm90=1 kernel, and forcing sm90=2 names the limit.

@@ -176,6 +176,85 @@ struct GroupedGemmSm90 {
     }
   }
 
+  // Staged epilogue (the warp-specialised kernel). Stored straight from the
+  // accumulator layout, each warp store instruction writes 4 bytes per lane
+  // into 8 rows: 8 L2 requests of half-filled 32-byte sectors. Timing the
+  // kernels with no epilogue at all (session 13, race case 2) put the
+  // stores at half of the down projection's time. Here the warpgroup writes
+  // its 64 x WN outputs to shared memory, kPassCols columns per pass, and
+  // then stores them as whole 16-byte chunks, 8 or 16 lanes per row, so one
+  // instruction fills 2 to 4 whole 128-byte lines. Staged rows keep the
+  // 16-byte chunk c of row r at c ^ (r % 8): conflict-free both for the
+  // fragment writes (8 rows x 4 lanes) and the chunk reads (8 lanes, one
+  // row). bar: this warpgroup's named barrier (128 threads).
+  static constexpr int kOutBytes = sizeof(OutT);
+  static constexpr int kPassCols = WN * kOutBytes < 256 ? WN : 256 / kOutBytes;
+  static constexpr int kRowBytes = kPassCols * kOutBytes;  // 128 or 256
+  static constexpr int kChunks = kRowBytes / 16;           // per staged row
+  static constexpr int kStagingBytes = 64 * kRowBytes;     // per warpgroup
+  static_assert(kRowBytes == 128 || kRowBytes == 256, "8 or 16 chunks per staged row");
+
+  static __device__ __forceinline__ void named_sync(int bar) {
+    asm volatile("bar.sync %0, 128;\n" ::"r"(bar) : "memory");
+  }
+
+  static __device__ __forceinline__ void store_tile_staged(const GroupedGemmParams& p, const float (&acc)[kB][kAcc],
+                                                           int wg, int row0, int col0, char* buf, int bar) {
+    const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
+    const int wm = wg / kWgN, wn = wg % kWgN;
+    const int rbase = row0 + wm * 64;
+    constexpr int kPer = 16 / kOutBytes;  // elements per chunk
+    const bool vec = p.ldc % kPer == 0;   // rows start on 16 bytes (the base is 16-byte aligned)
+    float scale[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = rbase + warp * 16 + (lane >> 2) + h * 8;
+      scale[h] = p.row_scale && row < p.M ? p.row_scale[row] : 1.0f;
+    }
+#pragma unroll
+    for (int q = 0; q < WN / kPassCols; ++q) {
+      named_sync(bar);  // the previous pass's (or tile's) chunk reads are done
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = warp * 16 + (lane >> 2) + h * 8;
+#pragma unroll
+        for (int jj = 0; jj < kPassCols / 8; ++jj) {
+          const int j = q * (kPassCols / 8) + jj;
+          float v0 = acc[0][4 * j + 2 * h], v1 = acc[0][4 * j + 2 * h + 1];
+          if constexpr (DUAL) {
+            v0 = gemm_silu(v0) * acc[kB - 1][4 * j + 2 * h];
+            v1 = gemm_silu(v1) * acc[kB - 1][4 * j + 2 * h + 1];
+          }
+          const int b = (jj * 8 + (lane & 3) * 2) * kOutBytes;
+          char* dst = buf + r * kRowBytes + ((((b >> 4) ^ (r & 7))) << 4) + (b & 15);
+          if constexpr (kOutBytes == 2) {
+            const OutT o[2] = {from_float<OutT>(v0 * scale[h]), from_float<OutT>(v1 * scale[h])};
+            *reinterpret_cast<unsigned*>(dst) = *reinterpret_cast<const unsigned*>(o);
+          } else {
+            *reinterpret_cast<float2*>(dst) = make_float2(v0 * scale[h], v1 * scale[h]);
+          }
+        }
+      }
+      named_sync(bar);  // the pass is staged
+#pragma unroll
+      for (int i = 0; i < kChunks / 2; ++i) {
+        const int idx = tid + 128 * i, r = idx / kChunks, c = idx % kChunks;
+        const int row = rbase + r, col = col0 + wn * WN + q * kPassCols + c * kPer;
+        if (row >= p.M || col >= p.N) continue;
+        const uint4 v = *reinterpret_cast<const uint4*>(buf + r * kRowBytes + ((c ^ (r & 7)) << 4));
+        OutT* dst = static_cast<OutT*>(p.c) + (long long)row * p.ldc + col;
+        if (vec && col + kPer <= p.N) {
+          *reinterpret_cast<uint4*>(dst) = v;
+        } else {
+          const OutT* e = reinterpret_cast<const OutT*>(&v);
+#pragma unroll
+          for (int k = 0; k < kPer; ++k)  // static indices keep v in registers
+            if (col + k < p.N) dst[k] = e[k];
+        }
+      }
+    }
+  }
+
   static __device__ __forceinline__ void run(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L) {
     const GroupedGemmParams& p = L.p;
     extern __shared__ __align__(1024) char smem_raw[];

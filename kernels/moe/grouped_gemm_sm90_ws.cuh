@@ -82,9 +82,12 @@ struct GroupedGemmSm90Ws {
   static constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups
   static constexpr int kB = Base::kB, kAcc = Base::kAcc, kABytes = Base::kABytes, kBBytes = Base::kBBytes;
   static constexpr int kStageBytes = Base::kStageBytes;
-  // Ring, A-row sources, 2 * STAGES stage mbarriers, 4 tile-ring mbarriers
-  // and 2 tile indices; + alignment slack.
-  static constexpr int kSmemBytes = STAGES * kStageBytes + BM * 4 + 2 * STAGES * 8 + 48 + 1024;
+  // Ring, the consumers' epilogue staging (kStagingMax, whatever the output
+  // type: the host reserves the same), A-row sources, 2 * STAGES stage
+  // mbarriers, 4 tile-ring mbarriers and 2 tile indices; + alignment slack.
+  static constexpr int kStagingMax = 2 * 64 * 256;
+  static_assert(2 * Base::kStagingBytes <= kStagingMax, "two warpgroups' staged rows");
+  static constexpr int kSmemBytes = STAGES * kStageBytes + kStagingMax + BM * 4 + 2 * STAGES * 8 + 48 + 1024;
 
   // 128 producer threads: thread (r0 = tid / 8, ch = tid % 8) copies chunk
   // column ch of rows r0 + 16 j (A; B layout 0) or of k row r0 + 16 (j % 4)
@@ -217,7 +220,8 @@ struct GroupedGemmSm90Ws {
     const GroupedGemmParams& p = L.p;
     extern __shared__ __align__(1024) char smem_raw[];
     char* smem = reinterpret_cast<char*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
-    int* src = reinterpret_cast<int*>(smem + STAGES * kStageBytes);
+    char* staging = smem + STAGES * kStageBytes;
+    int* src = reinterpret_cast<int*>(staging + kStagingMax);
     unsigned long long* full = reinterpret_cast<unsigned long long*>(src + BM);  // BM * 4 is a multiple of 8
     unsigned long long* empty = full + STAGES;
     const Sched q{reinterpret_cast<long long*>(empty + STAGES + 2 * kTileRing), empty + STAGES,
@@ -237,6 +241,13 @@ struct GroupedGemmSm90Ws {
     unsigned g = 0;  // k-steps of this CTA so far, over all its tiles
     GemmTile tile;
     if (wg == 0) {  // producer
+      // Registers: all 384 threads start with 168 (launch bounds); the
+      // producer gives back down to 56 and the consumers take up to 224: room
+      // for 128 accumulators and the epilogue's staged stores without spills
+      // (CPU test WarpSpecialisedKernelsCompileWithoutSpills). The two must
+      // balance, 128 x (168 - 56) = 256 x (224 - 168): setmaxnreg.inc waits
+      // for registers the CTA's own warps released, so asking for more hangs.
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
       if constexpr (TMA_A) {  // one thread issues every copy
         if (threadIdx.x != 0) return;
         for (int j = 0;; ++j) {
@@ -285,6 +296,7 @@ struct GroupedGemmSm90Ws {
       return;
     }
 
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n" ::: "memory");
     const int cw = wg - 1;  // consumer 0 or 1: its 64-row half (BM = 128) or column half (BM = 64)
     const bool releaser = threadIdx.x % 32 == 0;  // one arrival per consumer warp
     for (int j = 0;; ++j) {
@@ -306,7 +318,7 @@ struct GroupedGemmSm90Ws {
       }
       wgmma_wait<0>();
       if (kt > 0 && releaser) mbar_arrive(empty + (g - 1) % STAGES);  // the tile's last slot
-      Base::store_tile(p, acc, cw, tile.row0, tile.col0);
+      Base::store_tile_staged(p, acc, cw, tile.row0, tile.col0, staging + cw * Base::kStagingBytes, 2 + cw);
     }
   }
 };

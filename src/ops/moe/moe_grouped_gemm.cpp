@@ -67,8 +67,9 @@ int smem_bytes(const MoeGroupedGemmConfig& c, bool dual) {
   const int ring = c.stages * (c.block_m * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2) + c.block_m * 4;
   // sm90: slack to align the ring to 1024 bytes (swizzle atoms); the
   // warp-specialised kernel adds a full and an empty mbarrier per stage and
-  // its tile ring (4 mbarriers, 2 indices).
-  return c.sm90 ? ring + 1024 + (c.sm90 == 2 ? 16 * c.stages + 48 : 0) : ring;
+  // its tile ring (4 mbarriers, 2 indices) and its consumers' epilogue
+  // staging (GroupedGemmSm90Ws::kStagingMax: 64 rows x 256 bytes each).
+  return c.sm90 ? ring + 1024 + (c.sm90 == 2 ? 16 * c.stages + 48 + 2 * 64 * 256 : 0) : ring;
 }
 
 void check_weights(const ExpertWeights& w, const char* arg, DType dtype, int64_t N, int64_t K, DeviceType backend) {
@@ -398,7 +399,8 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
     // (-0.3% to +2%).
     c.persistent = c.sm90 != 2 ? 0 : over.persistent >= 0 ? over.persistent : 2;
     const int stage = c.block_m * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2;
-    c.stages = over.stages ? over.stages : std::min(6, 200 * 1024 / stage);
+    // The warp-specialised kernel also holds 32 KB of epilogue staging.
+    c.stages = over.stages ? over.stages : std::min(6, (c.sm90 == 2 ? 192 : 200) * 1024 / stage);
     TC_CHECK_ARG(c.block_n == 64 || c.block_n == 128 || c.block_n == 256, kOp, "block_n",
                  "64, 128 or 256 (wgmma)", std::to_string(c.block_n));
     TC_CHECK_ARG(!(dual && c.block_n == 256), kOp, "block_n", "at most 128 for gated tiles (two accumulator sets)",
