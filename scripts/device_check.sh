@@ -8,7 +8,8 @@
 #   (its benchmark; TAG defaults to perf; BENCH_FLAGS adds flags), ncu:OP:WORKLOAD (Nsight Compute
 #   of that workload's kernels matching NCU_KERNELS, default the grouped GEMMs and GEMVs: speed of light,
 #   memory workload, warp stalls, L2 throughput; one timed repeat), ab:OP:WORKLOAD (this tree's
-#   kernel headers against each .ab_kernels/<rev> from scripts/kernel_ab.sh REV..., AB_ROUNDS rounds)
+#   kernel headers against each .ab_kernels/<rev> from scripts/kernel_ab.sh REV..., AB_ROUNDS rounds),
+#   abcfg:OP:WORKLOAD (the same binary under each of AB_CONFIGS, ';'-separated lists of key=val)
 set -uo pipefail
 OUT=${OUT:-/tmp/tilecraft_out}
 mkdir -p "$OUT"
@@ -122,6 +123,25 @@ for s in $steps; do
       done > "$log" 2>&1
       step "ab $op $w" "done"
       grep -E "^###|^\[|gate_up |down |kernel_only" "$log" | sed -E 's/ +\(.*//' | cut -c1-140 ;;
+    abcfg:*)
+      # Config A/B in one binary: AB_CONFIGS holds variants separated by ';',
+      # each a list of key=val (empty = the defaults), e.g.
+      # AB_CONFIGS=";gate_up_tma_store=0 down_tma_store=0". AB_ROUNDS rounds,
+      # every variant once per round (machines drift, rounds keep it fair).
+      IFS=: read -r _ op w <<< "$s"
+      log="$OUT/abcfg_${op}_${w}.log"
+      IFS=';' read -r -a variants <<< "${AB_CONFIGS:-}"
+      [ ${#variants[@]} -gt 0 ] || variants=("")
+      for r in $(seq "${AB_ROUNDS:-2}"); do
+        for v in "${variants[@]}"; do
+          flags=""; for kv in $v; do flags="$flags --config $kv"; done
+          echo "### round $r config: ${v:-default}"
+          timeout ${OP_TIMEOUT:-120} $B/tilecraft bench --op "$op" --workload "$w" \
+            ${BENCH_FLAGS:---warmup 2 --repeat 5 --trials 1} $flags
+        done
+      done > "$log" 2>&1
+      step "abcfg $op $w" "done"
+      grep -E "^###|^\[|gate_up |down |mapping |kernel_only|WRONG|ERROR" "$log" | sed -E 's/ +\(.*//' | cut -c1-140 ;;
     *) echo "unknown step $s"; exit 2 ;;
   esac
 done
