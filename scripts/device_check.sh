@@ -114,15 +114,18 @@ for s in $steps; do
       log="$OUT/ab_${op}_${w}.log"
       olds=$(ls -d .ab_kernels/*/ 2>/dev/null)
       [ -n "$olds" ] || { step "ab $op $w" "no .ab_kernels/<rev> (scripts/kernel_ab.sh REV here, carry .ab_kernels)"; continue; }
+      declare -A hung=()
       for r in $(seq "${AB_ROUNDS:-2}"); do
         for kd in "" $olds; do
           echo "### round $r ${kd:-this tree} $([ -n "$kd" ] && cat "$kd/REVISION")"
+          [ -z "${hung[${kd:-tree}]:-}" ] || { echo "skipped: timed out in an earlier round"; continue; }
           TILECRAFT_KERNEL_DIR=${kd:+$PWD/$kd} timeout ${OP_TIMEOUT:-120} $B/tilecraft bench --op "$op" --workload "$w" \
             ${BENCH_FLAGS:---warmup 2 --repeat 5 --trials 1}
+          [ $? -ne 124 ] || { hung[${kd:-tree}]=1; echo "TIMED OUT after ${OP_TIMEOUT:-120} s (a hang?): not run again"; }
         done
       done > "$log" 2>&1
       step "ab $op $w" "done"
-      grep -E "^###|^\[|gate_up |down |kernel_only" "$log" | sed -E 's/ +\(.*//' | cut -c1-140 ;;
+      grep -E "^###|^\[|gate_up |down |kernel_only|TIMED OUT" "$log" | sed -E 's/ +\(.*//' | cut -c1-140 ;;
     abcfg:*)
       # Config A/B in one binary: AB_CONFIGS holds variants separated by ';',
       # each a list of key=val (empty = the defaults), e.g.
@@ -132,16 +135,19 @@ for s in $steps; do
       log="$OUT/abcfg_${op}_${w}.log"
       IFS=';' read -r -a variants <<< "${AB_CONFIGS:-}"
       [ ${#variants[@]} -gt 0 ] || variants=("")
+      declare -A hung=()
       for r in $(seq "${AB_ROUNDS:-2}"); do
         for v in "${variants[@]}"; do
           flags=""; for kv in $v; do flags="$flags --config $kv"; done
           echo "### round $r config: ${v:-default}"
+          [ -z "${hung[${v:-default}]:-}" ] || { echo "skipped: timed out in an earlier round"; continue; }
           timeout ${OP_TIMEOUT:-120} $B/tilecraft bench --op "$op" --workload "$w" \
             ${BENCH_FLAGS:---warmup 2 --repeat 5 --trials 1} $flags
+          [ $? -ne 124 ] || { hung[${v:-default}]=1; echo "TIMED OUT after ${OP_TIMEOUT:-120} s (a hang?): not run again"; }
         done
       done > "$log" 2>&1
       step "abcfg $op $w" "done"
-      grep -E "^###|^\[|gate_up |down |mapping |kernel_only|WRONG|ERROR" "$log" | sed -E 's/ +\(.*//' | cut -c1-140 ;;
+      grep -E "^###|^\[|gate_up |down |mapping |kernel_only|WRONG|ERROR|TIMED OUT" "$log" | sed -E 's/ +\(.*//' | cut -c1-140 ;;
     *) echo "unknown step $s"; exit 2 ;;
   esac
 done
