@@ -36,6 +36,11 @@ struct GroupedGemmParams {
   const int* row_token;
 };
 
+// Shared memory the warp-specialised kernel keeps for its consumers'
+// epilogue staging (64 rows x 256 bytes per consumer warpgroup, whatever the
+// output type); the host adds it to the launch's dynamic shared memory.
+constexpr int kGemmWsStagingBytes = 2 * 64 * 256;
+
 // Per-expert weight base pointers (the race's layout: one tensor per expert),
 // carried in the launch's parameter space, so no upload and no host sync.
 template <int N>

@@ -151,6 +151,17 @@ struct GroupedGemmSm90 {
     wgmma_commit();
   }
 
+  // Outputs j (entries 4j + 2h, 4j + 2h + 1) of the accumulators, before the
+  // row scale: silu(gate) * up when gated.
+  static __device__ __forceinline__ void epilogue_pair(const float (&acc)[kB][kAcc], int j, int h, float& v0,
+                                                       float& v1) {
+    v0 = acc[0][4 * j + 2 * h], v1 = acc[0][4 * j + 2 * h + 1];
+    if constexpr (DUAL) {
+      v0 = gemm_silu(v0) * acc[kB - 1][4 * j + 2 * h];
+      v1 = gemm_silu(v1) * acc[kB - 1][4 * j + 2 * h + 1];
+    }
+  }
+
   // Accumulator layout of m64nN: warp w of the warpgroup holds rows 16w + lane/4 (+8);
   // entry 4j + {0,1} (+{2,3} for row + 8) are columns 8j + 2*(lane%4) + {0,1}.
   // wg: the warpgroup's index among those holding accumulators.
@@ -166,11 +177,8 @@ struct GroupedGemmSm90 {
 #pragma unroll
       for (int j = 0; j < WN / 8; ++j) {
         const int col = col0 + wn * WN + j * 8 + (lane & 3) * 2;
-        float v0 = acc[0][4 * j + 2 * h], v1 = acc[0][4 * j + 2 * h + 1];
-        if constexpr (DUAL) {
-          v0 = gemm_silu(v0) * acc[kB - 1][4 * j + 2 * h];
-          v1 = gemm_silu(v1) * acc[kB - 1][4 * j + 2 * h + 1];
-        }
+        float v0, v1;
+        epilogue_pair(acc, j, h, v0, v1);
         gemm_store_pair<OutT, true>(p, row, col, v0 * scale, v1 * scale);
       }
     }
@@ -193,6 +201,7 @@ struct GroupedGemmSm90 {
   static constexpr int kChunks = kRowBytes / 16;           // per staged row
   static constexpr int kStagingBytes = 64 * kRowBytes;     // per warpgroup
   static_assert(kRowBytes == 128 || kRowBytes == 256, "8 or 16 chunks per staged row");
+  static_assert(2 * kStagingBytes <= kGemmWsStagingBytes, "two warpgroups' staged rows in the host's reserve");
 
   static __device__ __forceinline__ void named_sync(int bar) {
     asm volatile("bar.sync %0, 128;\n" ::"r"(bar) : "memory");
@@ -219,12 +228,8 @@ struct GroupedGemmSm90 {
         const int r = warp * 16 + (lane >> 2) + h * 8;
 #pragma unroll
         for (int jj = 0; jj < kPassCols / 8; ++jj) {
-          const int j = q * (kPassCols / 8) + jj;
-          float v0 = acc[0][4 * j + 2 * h], v1 = acc[0][4 * j + 2 * h + 1];
-          if constexpr (DUAL) {
-            v0 = gemm_silu(v0) * acc[kB - 1][4 * j + 2 * h];
-            v1 = gemm_silu(v1) * acc[kB - 1][4 * j + 2 * h + 1];
-          }
+          float v0, v1;
+          epilogue_pair(acc, q * (kPassCols / 8) + jj, h, v0, v1);
           const int b = (jj * 8 + (lane & 3) * 2) * kOutBytes;
           char* dst = buf + r * kRowBytes + ((((b >> 4) ^ (r & 7))) << 4) + (b & 15);
           if constexpr (kOutBytes == 2) {

@@ -82,12 +82,11 @@ struct GroupedGemmSm90Ws {
   static constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups
   static constexpr int kB = Base::kB, kAcc = Base::kAcc, kABytes = Base::kABytes, kBBytes = Base::kBBytes;
   static constexpr int kStageBytes = Base::kStageBytes;
-  // Ring, the consumers' epilogue staging (kStagingMax, whatever the output
-  // type: the host reserves the same), A-row sources, 2 * STAGES stage
-  // mbarriers, 4 tile-ring mbarriers and 2 tile indices; + alignment slack.
-  static constexpr int kStagingMax = 2 * 64 * 256;
-  static_assert(2 * Base::kStagingBytes <= kStagingMax, "two warpgroups' staged rows");
-  static constexpr int kSmemBytes = STAGES * kStageBytes + kStagingMax + BM * 4 + 2 * STAGES * 8 + 48 + 1024;
+  // Ring, the consumers' epilogue staging (kGemmWsStagingBytes), A-row
+  // sources, 2 * STAGES stage mbarriers, 4 tile-ring mbarriers and 2 tile
+  // indices; + alignment slack.
+  static constexpr int kSmemBytes =
+      STAGES * kStageBytes + kGemmWsStagingBytes + BM * 4 + 2 * STAGES * 8 + 48 + 1024;
 
   // 128 producer threads: thread (r0 = tid / 8, ch = tid % 8) copies chunk
   // column ch of rows r0 + 16 j (A; B layout 0) or of k row r0 + 16 (j % 4)
@@ -221,7 +220,7 @@ struct GroupedGemmSm90Ws {
     extern __shared__ __align__(1024) char smem_raw[];
     char* smem = reinterpret_cast<char*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
     char* staging = smem + STAGES * kStageBytes;
-    int* src = reinterpret_cast<int*>(staging + kStagingMax);
+    int* src = reinterpret_cast<int*>(staging + kGemmWsStagingBytes);
     unsigned long long* full = reinterpret_cast<unsigned long long*>(src + BM);  // BM * 4 is a multiple of 8
     unsigned long long* empty = full + STAGES;
     const Sched q{reinterpret_cast<long long*>(empty + STAGES + 2 * kTileRing), empty + STAGES,

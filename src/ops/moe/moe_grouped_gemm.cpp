@@ -68,8 +68,8 @@ int smem_bytes(const MoeGroupedGemmConfig& c, bool dual) {
   // sm90: slack to align the ring to 1024 bytes (swizzle atoms); the
   // warp-specialised kernel adds a full and an empty mbarrier per stage and
   // its tile ring (4 mbarriers, 2 indices) and its consumers' epilogue
-  // staging (GroupedGemmSm90Ws::kStagingMax: 64 rows x 256 bytes each).
-  return c.sm90 ? ring + 1024 + (c.sm90 == 2 ? 16 * c.stages + 48 + 2 * 64 * 256 : 0) : ring;
+  // staging.
+  return c.sm90 ? ring + 1024 + (c.sm90 == 2 ? 16 * c.stages + 48 + tc::moe::kGemmWsStagingBytes : 0) : ring;
 }
 
 void check_weights(const ExpertWeights& w, const char* arg, DType dtype, int64_t N, int64_t K, DeviceType backend) {
