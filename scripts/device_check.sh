@@ -18,6 +18,21 @@ B=build-device
 steps=${*:-build gpu perf run full}
 summary=()
 step() { summary+=("$1: $2"); echo "== $1: $2"; }
+# One bench of an A/B variant named KEY, with kernel directory KDIR (empty:
+# this tree's) and extra flags; a variant that timed out (a hang?) is not
+# run again in later rounds.
+declare -A hung=()
+ab_bench() {
+  local key=$1 kd=$2 op=$3 w=$4
+  shift 4
+  [ -z "${hung[$key]:-}" ] || { echo "skipped: timed out in an earlier round"; return; }
+  TILECRAFT_KERNEL_DIR=$kd timeout ${OP_TIMEOUT:-120} $B/tilecraft bench --op "$op" --workload "$w" \
+    ${BENCH_FLAGS:---warmup 2 --repeat 5 --trials 1} "$@"
+  [ $? -ne 124 ] || { hung[$key]=1; echo "TIMED OUT after ${OP_TIMEOUT:-120} s (a hang?): not run again"; }
+}
+ab_summary() {
+  grep -E "^###|^\[|gate_up |down |mapping |kernel_only|WRONG|ERROR|TIMED OUT" "$1" | sed -E 's/ +\(.*//' | cut -c1-140
+}
 
 for s in $steps; do
   case $s in
@@ -114,18 +129,15 @@ for s in $steps; do
       log="$OUT/ab_${op}_${w}.log"
       olds=$(ls -d .ab_kernels/*/ 2>/dev/null)
       [ -n "$olds" ] || { step "ab $op $w" "no .ab_kernels/<rev> (scripts/kernel_ab.sh REV here, carry .ab_kernels)"; continue; }
-      declare -A hung=()
+      hung=()
       for r in $(seq "${AB_ROUNDS:-2}"); do
         for kd in "" $olds; do
           echo "### round $r ${kd:-this tree} $([ -n "$kd" ] && cat "$kd/REVISION")"
-          [ -z "${hung[${kd:-tree}]:-}" ] || { echo "skipped: timed out in an earlier round"; continue; }
-          TILECRAFT_KERNEL_DIR=${kd:+$PWD/$kd} timeout ${OP_TIMEOUT:-120} $B/tilecraft bench --op "$op" --workload "$w" \
-            ${BENCH_FLAGS:---warmup 2 --repeat 5 --trials 1}
-          [ $? -ne 124 ] || { hung[${kd:-tree}]=1; echo "TIMED OUT after ${OP_TIMEOUT:-120} s (a hang?): not run again"; }
+          ab_bench "${kd:-tree}" "${kd:+$PWD/$kd}" "$op" "$w"
         done
       done > "$log" 2>&1
       step "ab $op $w" "done"
-      grep -E "^###|^\[|gate_up |down |kernel_only|TIMED OUT" "$log" | sed -E 's/ +\(.*//' | cut -c1-140 ;;
+      ab_summary "$log" ;;
     abcfg:*)
       # Config A/B in one binary: AB_CONFIGS holds variants separated by ';',
       # each a list of key=val (empty = the defaults), e.g.
@@ -135,19 +147,16 @@ for s in $steps; do
       log="$OUT/abcfg_${op}_${w}.log"
       IFS=';' read -r -a variants <<< "${AB_CONFIGS:-}"
       [ ${#variants[@]} -gt 0 ] || variants=("")
-      declare -A hung=()
+      hung=()
       for r in $(seq "${AB_ROUNDS:-2}"); do
         for v in "${variants[@]}"; do
           flags=""; for kv in $v; do flags="$flags --config $kv"; done
           echo "### round $r config: ${v:-default}"
-          [ -z "${hung[${v:-default}]:-}" ] || { echo "skipped: timed out in an earlier round"; continue; }
-          timeout ${OP_TIMEOUT:-120} $B/tilecraft bench --op "$op" --workload "$w" \
-            ${BENCH_FLAGS:---warmup 2 --repeat 5 --trials 1} $flags
-          [ $? -ne 124 ] || { hung[${v:-default}]=1; echo "TIMED OUT after ${OP_TIMEOUT:-120} s (a hang?): not run again"; }
+          ab_bench "${v:-default}" "" "$op" "$w" $flags
         done
       done > "$log" 2>&1
       step "abcfg $op $w" "done"
-      grep -E "^###|^\[|gate_up |down |mapping |kernel_only|WRONG|ERROR|TIMED OUT" "$log" | sed -E 's/ +\(.*//' | cut -c1-140 ;;
+      ab_summary "$log" ;;
     *) echo "unknown step $s"; exit 2 ;;
   esac
 done
