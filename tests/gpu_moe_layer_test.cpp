@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <utility>
 
 #include "test_util.h"
 #include "tilecraft/harness/random.h"
@@ -46,18 +47,22 @@ TEST(GpuMoeGroupedGemm, EveryCtaOrder) {
 }
 
 // The warp-specialised wgmma kernel (opt-in: sm90=2): stacked [N, K] and
-// [K, N], per-expert pointers, ragged N and K, 64- and 128-row tiles.
-// Weights by cp.async (tma=0) and by TMA tensor copies (tma=1), whose zero
-// fill past N and K the tails cases exercise; A by TMA too (tma=2) where its
-// rows are read in layout order.
+// [K, N], per-expert pointers, ragged N and K, 64- and 128-row tiles, output
+// rows off 16 bytes. Weights by cp.async (tma=0) and by TMA tensor copies
+// (tma=1), whose zero fill past N and K the tails cases exercise; tiles
+// stored by TMA (the default where rows allow; the map clips the tails) and
+// by the consumers (tma_store=0); A by TMA too (tma=2) where its rows are
+// read in layout order.
 TEST(GpuMoeGroupedGemm, WarpSpecialisedKernel) {
   TC_REQUIRE_GPU();
-  for (int tma : {0, 1})
+  for (auto [tma, store] : {std::pair{0, -1}, std::pair{1, -1}, std::pair{1, 0}})
     for (const char* w : {"prefill-bm128", "prefill-bm128-kn", "prefill-kn-tails", "kn-stacked", "prefill-nk",
-                          "race-layout-small", "nk-tails-bm128", "nk-rows-unaligned-bm128", "contiguous-a", "contiguous-a-kn-tails"})
-      EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w, {{"sm90", 2}, {"tma", tma}}),
+                          "race-layout-small", "nk-tails-bm128", "nk-rows-unaligned-bm128", "contiguous-a",
+                          "contiguous-a-kn-tails"})
+      EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w,
+                                                 {{"sm90", 2}, {"tma", tma}, {"tma_store", store}}),
                 3)
-          << w << " tma=" << tma;
+          << w << " tma=" << tma << " tma_store=" << store;
   for (const char* w : {"contiguous-a", "contiguous-a-kn-tails"})
     EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w, {{"sm90", 2}, {"tma", 2}}), 3)
         << w << " tma=2";

@@ -200,8 +200,31 @@ TEST(MoeGroupedGemmCpu, WarpSpecialisedConfig) {
     TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, o, 9), ErrorKind::kInvalidArgument, "persistent", "3");
   }
   EXPECT_NE(c.str().find("tma-weights"), std::string::npos) << c.str();
-  EXPECT_EQ(spec.template_args.back(), "false");  // A gathered through a_index: cp.async
-  EXPECT_EQ(spec.template_args[spec.template_args.size() - 2], "true");
+  // Tiles stored by TMA by default (rows of 1024 bytes), by the consumers on
+  // request; refused without TMA weights and for rows off 16 bytes.
+  EXPECT_EQ(c.tma_store, 1);
+  EXPECT_NE(c.str().find("tma-store"), std::string::npos) << c.str();
+  {
+    ops::MoeGroupedGemmConfig o = over;
+    o.tma_store = 0;
+    EXPECT_EQ(ops::moe_grouped_gemm_config(g, o, 9).tma_store, 0);
+    o.tma_store = 2;
+    TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, o, 9), ErrorKind::kInvalidArgument, "tma_store", "2");
+    o.tma_store = 1, o.tma = 0;
+    TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, o, 9), ErrorKind::kInvalidArgument, "tma_store", "tma=0");
+    o.tma = -1, o.sm90 = 1;
+    TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, o, 9), ErrorKind::kInvalidArgument, "tma_store", "sm90=1");
+    HostTensor odd(DType::kBF16, {1024, 202}), w202(DType::kBF16, {2, 202, 256});
+    auto g202 = gathered_args(a.view(), w202.view(), odd.view(), tiles.view(), idx.view());
+    o.sm90 = 2, o.tma_store = -1;
+    EXPECT_EQ(ops::moe_grouped_gemm_config(g202, o, 9).tma_store, 0);
+    o.tma_store = 1;
+    TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g202, o, 9), ErrorKind::kInvalidArgument, "tma_store",
+                    "rows of 404 bytes");
+  }
+  EXPECT_EQ(spec.template_args.back(), "true");  // TMA_C
+  EXPECT_EQ(spec.template_args[spec.template_args.size() - 2], "false");  // A gathered through a_index: cp.async
+  EXPECT_EQ(spec.template_args[spec.template_args.size() - 3], "true");
   over.tma = 0;
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).tma, 0);
   over.tma = -1;
@@ -225,7 +248,7 @@ TEST(MoeGroupedGemmCpu, WarpSpecialisedConfig) {
   const auto ca = ops::moe_grouped_gemm_config(g, over, 9);
   EXPECT_EQ(ca.tma, 2);
   EXPECT_NE(ca.str().find("tma-a+weights"), std::string::npos) << ca.str();
-  EXPECT_EQ(ops::moe_grouped_gemm_kernel_spec(g, ca).template_args.back(), "true");
+  EXPECT_EQ(ops::moe_grouped_gemm_kernel_spec(g, ca).template_args.end()[-2], "true");
   g.a_index = idx.view();
   std::vector<HostTensor> many;
   g.w.stacked.reset();
@@ -245,13 +268,15 @@ TEST(MoeGroupedGemmCpu, WarpSpecialisedKernelsCompileWithoutSpills) {
   for (DType out_t : {DType::kBF16, DType::kF32}) {
     HostTensor out(out_t, {1024, 512});
     for (bool gated : {false, true})
-      for (int block_m : {128, 64}) {
+      for (int block_m : {128, 64})
+        for (int store : {1, 0}) {
         HostTensor tiles(DType::kI32, {1024 / block_m});  // the schedule's height is the tile's
         ops::MoeGroupedGemmArgs g = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view(), gated);
         ops::MoeGroupedGemmConfig over;
-        over.sm90 = 2, over.block_m = block_m;
+        over.sm90 = 2, over.block_m = block_m, over.tma_store = store;
         const auto c = ops::moe_grouped_gemm_config(g, over, 9);
         SCOPED_TRACE(c.str() + (gated ? " gated " : " plain ") + dtype_name(out_t));
+        EXPECT_EQ(c.tma_store, store);
         EXPECT_GE(c.stages, 3);
         const auto k = jit::compile(ops::moe_grouped_gemm_kernel_spec(g, c), {}, "sm_90a");
         EXPECT_EQ(k->resources.spill_store_bytes, 0);

@@ -68,11 +68,14 @@ struct alignas(64) TmaDesc {
 // TMA unit reads them, so no upload and nothing to invalidate. N = 1 for
 // stacked weights (the expert is a coordinate), else one map per expert.
 // a_map: A itself ([a_rows][K], dims K, a_rows, 1), used when A rows are read
-// in layout order (no a_index: the layer's down projection).
+// in layout order (no a_index: the layer's down projection). c_map: the
+// output ([M][N], dims N, M, 1, boxes of 64 rows x 128 bytes), used when the
+// tiles are stored by TMA (TMA_C).
 template <int N>
 struct GroupedGemmTmaLaunch {
   GroupedGemmParams p;
   TmaDesc a_map;
+  TmaDesc c_map;
   TmaDesc map[2][N];
 };
 

@@ -191,10 +191,10 @@ struct GroupedGemmSm90 {
   // stores at half of the down projection's time. Here the warpgroup writes
   // its 64 x WN outputs to shared memory, kPassCols columns per pass, and
   // then stores them as whole 16-byte chunks, 8 or 16 lanes per row, so one
-  // instruction fills 2 to 4 whole 128-byte lines. Staged rows keep the
-  // 16-byte chunk c of row r at c ^ (r % 8): conflict-free both for the
-  // fragment writes (8 rows x 4 lanes) and the chunk reads (8 lanes, one
-  // row). bar: this warpgroup's named barrier (128 threads).
+  // instruction fills 2 to 4 whole 128-byte lines (or, in the
+  // warp-specialised kernel with TMA_C, one thread hands them to the TMA
+  // unit). Staged rows: see staged_offset; the chunk reads (8 lanes, one row)
+  // are conflict-free too. bar: this warpgroup's named barrier (128 threads).
   static constexpr int kOutBytes = sizeof(OutT);
   static constexpr int kPassCols = WN * kOutBytes < 256 ? WN : 256 / kOutBytes;
   static constexpr int kRowBytes = kPassCols * kOutBytes;  // 128 or 256
@@ -207,46 +207,67 @@ struct GroupedGemmSm90 {
     asm volatile("bar.sync %0, 128;\n" ::"r"(bar) : "memory");
   }
 
+  // Byte b of staged row r (b < kRowBytes), in the layout a TMA store with
+  // 128-byte swizzle reads: 128-byte column blocks of 64 rows, 8 KB apart,
+  // 16-byte chunk c of row r at c ^ (r % 8) (the blocks start 1024-byte
+  // aligned). Conflict-free for the fragment writes: 8 rows x 4 lanes land
+  // in 8 distinct chunks.
+  static __device__ __forceinline__ int staged_offset(int r, int b) {
+    return (b >> 7) * 8192 + r * 128 + ((((b >> 4) & 7) ^ (r & 7)) << 4) + (b & 15);
+  }
+
+  // Pass q of the warpgroup's outputs (columns q * kPassCols.. of its WN)
+  // into the staged rows: silu(gate) * up when gated, times the row scale.
+  static __device__ __forceinline__ void stage_pass(const GroupedGemmParams& p, const float (&acc)[kB][kAcc], int q,
+                                                    const float (&scale)[2], char* buf) {
+    const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = warp * 16 + (lane >> 2) + h * 8;
+#pragma unroll
+      for (int jj = 0; jj < kPassCols / 8; ++jj) {
+        float v0, v1;
+        epilogue_pair(acc, q * (kPassCols / 8) + jj, h, v0, v1);
+        char* dst = buf + staged_offset(r, (jj * 8 + (lane & 3) * 2) * kOutBytes);
+        if constexpr (kOutBytes == 2) {
+          const OutT o[2] = {from_float<OutT>(v0 * scale[h]), from_float<OutT>(v1 * scale[h])};
+          *reinterpret_cast<unsigned*>(dst) = *reinterpret_cast<const unsigned*>(o);
+        } else {
+          *reinterpret_cast<float2*>(dst) = make_float2(v0 * scale[h], v1 * scale[h]);
+        }
+      }
+    }
+  }
+
+  // The row scales of this thread's two fragment rows (1 past M or without scales).
+  static __device__ __forceinline__ void row_scales(const GroupedGemmParams& p, int wg, int row0, float (&scale)[2]) {
+    const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + (wg / kWgN) * 64 + warp * 16 + (lane >> 2) + h * 8;
+      scale[h] = p.row_scale && row < p.M ? p.row_scale[row] : 1.0f;
+    }
+  }
+
   static __device__ __forceinline__ void store_tile_staged(const GroupedGemmParams& p, const float (&acc)[kB][kAcc],
                                                            int wg, int row0, int col0, char* buf, int bar) {
-    const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
-    const int wm = wg / kWgN, wn = wg % kWgN;
-    const int rbase = row0 + wm * 64;
+    const int tid = threadIdx.x % 128;
+    const int rbase = row0 + (wg / kWgN) * 64, cbase = col0 + (wg % kWgN) * WN;
     constexpr int kPer = 16 / kOutBytes;  // elements per chunk
     const bool vec = p.ldc % kPer == 0;   // rows start on 16 bytes (the base is 16-byte aligned)
     float scale[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = rbase + warp * 16 + (lane >> 2) + h * 8;
-      scale[h] = p.row_scale && row < p.M ? p.row_scale[row] : 1.0f;
-    }
+    row_scales(p, wg, row0, scale);
 #pragma unroll
     for (int q = 0; q < WN / kPassCols; ++q) {
       named_sync(bar);  // the previous pass's (or tile's) chunk reads are done
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = warp * 16 + (lane >> 2) + h * 8;
-#pragma unroll
-        for (int jj = 0; jj < kPassCols / 8; ++jj) {
-          float v0, v1;
-          epilogue_pair(acc, q * (kPassCols / 8) + jj, h, v0, v1);
-          const int b = (jj * 8 + (lane & 3) * 2) * kOutBytes;
-          char* dst = buf + r * kRowBytes + ((((b >> 4) ^ (r & 7))) << 4) + (b & 15);
-          if constexpr (kOutBytes == 2) {
-            const OutT o[2] = {from_float<OutT>(v0 * scale[h]), from_float<OutT>(v1 * scale[h])};
-            *reinterpret_cast<unsigned*>(dst) = *reinterpret_cast<const unsigned*>(o);
-          } else {
-            *reinterpret_cast<float2*>(dst) = make_float2(v0 * scale[h], v1 * scale[h]);
-          }
-        }
-      }
+      stage_pass(p, acc, q, scale, buf);
       named_sync(bar);  // the pass is staged
-#pragma unroll
+#pragma unroll 4
       for (int i = 0; i < kChunks / 2; ++i) {
         const int idx = tid + 128 * i, r = idx / kChunks, c = idx % kChunks;
-        const int row = rbase + r, col = col0 + wn * WN + q * kPassCols + c * kPer;
+        const int row = rbase + r, col = cbase + q * kPassCols + c * kPer;
         if (row >= p.M || col >= p.N) continue;
-        const uint4 v = *reinterpret_cast<const uint4*>(buf + r * kRowBytes + ((c ^ (r & 7)) << 4));
+        const uint4 v = *reinterpret_cast<const uint4*>(buf + staged_offset(r, c * 16));
         OutT* dst = static_cast<OutT*>(p.c) + (long long)row * p.ldc + col;
         if (vec && col + kPer <= p.N) {
           *reinterpret_cast<uint4*>(dst) = v;

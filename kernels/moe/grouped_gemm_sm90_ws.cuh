@@ -61,6 +61,19 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const TmaDesc* map, int c
       "r"(smem_addr(bar))
       : "memory");
 }
+// Tensor store of one box from shared memory (bulk async-group of this thread).
+__device__ __forceinline__ void tma_store_3d(const TmaDesc* map, const void* src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(
+                   reinterpret_cast<unsigned long long>(map)),
+               "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr(src))
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// This thread's bulk stores have read their shared memory (it may be rewritten).
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+// ... and have completed.
+__device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
 __device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
   const unsigned a = smem_addr(bar);
   unsigned done = 0;
@@ -74,9 +87,10 @@ __device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned pari
 }
 
 template <typename T, typename OutT, int BM, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE, bool TMA,
-          bool TMA_A>
+          bool TMA_A, bool TMA_C>
 struct GroupedGemmSm90Ws {
   static_assert(TMA || !TMA_A, "A by TMA only with the weights by TMA");
+  static_assert(TMA || !TMA_C, "stores by TMA only with the weights by TMA (the launch that carries maps)");
   using Base = GroupedGemmSm90<T, OutT, BM, BN, STAGES, LAYOUT, DUAL, TABLE>;
   using Launch = typename GroupedGemmLaunchOf<TMA, TABLE ? TABLE : 1>::type;
   static constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups
@@ -215,6 +229,35 @@ struct GroupedGemmSm90Ws {
     return idx;
   }
 
+  // TMA_C: the tile goes out by tensor stores. The warpgroup stages a pass,
+  // fences it for the async proxy, and its thread 0 issues one store per
+  // 64-row x 128-byte block; the TMA unit clips rows past M and columns past
+  // N. The consumers go on to the next tile's MMAs while the stores drain;
+  // thread 0 waits for them to have read the staging only before it is
+  // rewritten (the next pass or tile), and for completion before it exits.
+  static __device__ __forceinline__ void store_tile_tma(const Launch& L, const float (&acc)[kB][kAcc], int wg,
+                                                        int row0, int col0, char* buf, int bar) {
+    using B = Base;
+    const bool leader = threadIdx.x % 128 == 0;
+    const int rbase = row0 + (wg / B::kWgN) * 64, cbase = col0 + (wg % B::kWgN) * B::WN;
+    float scale[2];
+    B::row_scales(L.p, wg, row0, scale);
+#pragma unroll
+    for (int q = 0; q < B::WN / B::kPassCols; ++q) {
+      if (leader) bulk_wait_read();
+      B::named_sync(bar);  // the staging is free
+      B::stage_pass(L.p, acc, q, scale, buf);
+      fence_async_shared();  // generic-proxy writes, then the tensor stores read them
+      B::named_sync(bar);
+      if (leader) {
+#pragma unroll
+        for (int blk = 0; blk < B::kRowBytes / 128; ++blk)
+          tma_store_3d(&L.c_map, buf + blk * 8192, cbase + q * B::kPassCols + blk * (128 / B::kOutBytes), rbase, 0);
+        bulk_commit();
+      }
+    }
+  }
+
   static __device__ __forceinline__ void run(const Launch& L) {
     const GroupedGemmParams& p = L.p;
     extern __shared__ __align__(1024) char smem_raw[];
@@ -317,17 +360,23 @@ struct GroupedGemmSm90Ws {
       }
       wgmma_wait<0>();
       if (kt > 0 && releaser) mbar_arrive(empty + (g - 1) % STAGES);  // the tile's last slot
-      Base::store_tile_staged(p, acc, cw, tile.row0, tile.col0, staging + cw * Base::kStagingBytes, 2 + cw);
+      if constexpr (TMA_C)
+        store_tile_tma(L, acc, cw, tile.row0, tile.col0, staging + cw * Base::kStagingBytes, 2 + cw);
+      else
+        Base::store_tile_staged(p, acc, cw, tile.row0, tile.col0, staging + cw * Base::kStagingBytes, 2 + cw);
+    }
+    if constexpr (TMA_C) {
+      if (threadIdx.x % 128 == 0) bulk_wait();  // the staging stays until the last stores are done
     }
   }
 };
 
 template <typename T, typename OutT, int BM, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE, bool TMA,
-          bool TMA_A>
+          bool TMA_A, bool TMA_C>
 __global__ void __launch_bounds__(384, 1)
     grouped_gemm_sm90_ws_kernel(const __grid_constant__ typename GroupedGemmLaunchOf<TMA, TABLE ? TABLE : 1>::type L) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  GroupedGemmSm90Ws<T, OutT, BM, BN, STAGES, LAYOUT, DUAL, TABLE, TMA, TMA_A>::run(L);
+  GroupedGemmSm90Ws<T, OutT, BM, BN, STAGES, LAYOUT, DUAL, TABLE, TMA, TMA_A, TMA_C>::run(L);
 #endif
 }
 

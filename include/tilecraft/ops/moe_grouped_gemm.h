@@ -87,6 +87,11 @@ struct MoeGroupedGemmConfig {
   // an MMA-only override such as k_splits or block_n). With gemv=1, block_n
   // sets its columns per item: 32 (default) or 16 gated, 64 or 32 plain.
   int gemv = -1;
+  // Warp-specialised kernel with TMA weights: 1 = its tiles go out by TMA
+  // tensor stores from the staged rows (the consumers move on to the next
+  // tile while they drain), 0 = the consumers store the staged rows
+  // themselves, -1 = choose (1 where the output rows start on 16 bytes).
+  int tma_store = -1;
   std::string str() const;
 };
 
@@ -95,7 +100,7 @@ struct MoeGroupedGemmConfig {
 bool moe_grouped_gemm_uses_gemv(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over);
 
 // Sets the override named `key` (block_m, block_n, stages, warps_m, warps_n,
-// sm90, tma, persistent, k_splits, group_m, gemv); an unknown key is an error naming `op` and `arg`.
+// sm90, tma, persistent, k_splits, group_m, gemv, tma_store); an unknown key is an error naming `op` and `arg`.
 void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, const char* op, const char* arg);
 
 struct MoeGroupedGemmOptions {

@@ -124,8 +124,8 @@ std::string MoeGroupedGemmConfig::str() const {
   if (gemv == 1) return fmt::format("gemv bm={} cols={} rows/pass<=4", block_m, block_n);
   if (sm90 == 1) return fmt::format("wgmma bm={} bn={} bk={} stages={} warpgroups=2", block_m, block_n, kBK, stages);
   if (sm90 == 2)
-    return fmt::format("wgmma-ws bm={} bn={} bk={} stages={} warpgroups=1+2{}{}", block_m, block_n, kBK, stages,
-                       tma == 2 ? " tma-a+weights" : tma == 1 ? " tma-weights" : "",
+    return fmt::format("wgmma-ws bm={} bn={} bk={} stages={} warpgroups=1+2{}{}{}", block_m, block_n, kBK, stages,
+                       tma == 2 ? " tma-a+weights" : tma == 1 ? " tma-weights" : "", tma_store == 1 ? " tma-store" : "",
                        persistent == 2 ? " persistent-dynamic" : persistent == 1 ? " persistent" : "");
   return fmt::format("mma bm={} bn={} bk={} stages={} warps={}x{}{}", block_m, block_n, kBK, stages, warps_m, warps_n,
                      k_splits > 1 ? fmt::format(" split-k={}", k_splits) : "");
@@ -143,9 +143,11 @@ void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, 
   else if (key == "k_splits") c.k_splits = value;
   else if (key == "group_m") c.group_m = value;
   else if (key == "gemv") c.gemv = value;
+  else if (key == "tma_store") c.tma_store = value;
   else
     throw_arg_error(ErrorKind::kInvalidArgument, op, arg,
-                    "keys block_m, block_n, stages, warps_m, warps_n, sm90, tma, persistent, k_splits, group_m, gemv",
+                    "keys block_m, block_n, stages, warps_m, warps_n, sm90, tma, persistent, k_splits, group_m, gemv, "
+                    "tma_store",
                     "'" + key + "'");
 }
 
@@ -254,7 +256,8 @@ int auto_k_splits(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c, in
 // to the MMA kernels, but with gemv=1 it sets the decode kernel's columns
 // per item.
 bool mma_overrides(const MoeGroupedGemmConfig& o) {
-  return o.sm90 >= 1 || o.tma >= 1 || o.persistent >= 1 || o.k_splits > 1 || o.stages || o.warps_m || o.warps_n;
+  return o.sm90 >= 1 || o.tma >= 1 || o.persistent >= 1 || o.k_splits > 1 || o.stages || o.warps_m || o.warps_n ||
+         o.tma_store >= 1;
 }
 
 // The decode kernel: by default where the live rows average at most one per
@@ -313,7 +316,7 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   const bool dual = a.w_up.has_value();
   const int64_t N = a.out.shape[1];
   MoeGroupedGemmConfig c;
-  c.tma = 0, c.persistent = 0, c.k_splits = 1;  // resolved below
+  c.tma = 0, c.persistent = 0, c.k_splits = 1, c.tma_store = 0;  // resolved below
   c.block_m = resolve_block_m(a, over);
   // Groups of 8 row tiles: with ~130 resident CTAs, a wave covers ~8 row
   // blocks x ~16 column blocks, which fit L2 together for the layer's shapes.
@@ -323,9 +326,10 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   c.gemv = resolve_gemv(a, over, c.block_m);
   if (c.gemv == 1) {
     TC_CHECK_ARG(!mma_overrides(over), kOp, "gemv",
-                 "no sm90, tma, persistent, k_splits, stages or warps override with gemv=1",
-                 fmt::format("sm90={} tma={} persistent={} k_splits={} stages={} warps={}x{}", over.sm90, over.tma,
-                             over.persistent, over.k_splits, over.stages, over.warps_m, over.warps_n));
+                 "no sm90, tma, tma_store, persistent, k_splits, stages or warps override with gemv=1",
+                 fmt::format("sm90={} tma={} tma_store={} persistent={} k_splits={} stages={} warps={}x{}", over.sm90,
+                             over.tma, over.tma_store, over.persistent, over.k_splits, over.stages, over.warps_m,
+                             over.warps_n));
     // tc::moe::GroupedGemv: 8 warps x block_n / 8 columns per item. Default:
     // 8 weight rows per lane step (32 columns gated, 64 plain); half that is
     // there for small launches (finer items spread over more SMs).
@@ -398,6 +402,15 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
     // gate/up within +-2%; whole layers 1-2% faster except DeepSeek-V3 T=4096
     // (-0.3% to +2%).
     c.persistent = c.sm90 != 2 ? 0 : over.persistent >= 0 ? over.persistent : 2;
+    // Tensor stores need the TMA launch (it carries the maps) and output rows
+    // on 16 bytes (a map's stride); elsewhere the consumers store the staged rows.
+    const bool store_ok = c.tma >= 1 && N * dtype_size(a.out.dtype) % 16 == 0;
+    TC_CHECK_ARG(over.tma_store >= -1 && over.tma_store <= 1, kOp, "tma_store",
+                 "0 (the consumers store), 1 (TMA tensor stores) or -1 (choose)", std::to_string(over.tma_store));
+    TC_CHECK_ARG(over.tma_store < 1 || store_ok, kOp, "tma_store",
+                 "the warp-specialised kernel with TMA weights (sm90=2, tma>=1) and output rows of a multiple of 16 bytes",
+                 fmt::format("sm90={} tma={}, rows of {} bytes", c.sm90, c.tma, N * dtype_size(a.out.dtype)));
+    c.tma_store = store_ok && over.tma_store != 0 ? 1 : 0;
     const int stage = c.block_m * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2;
     // The warp-specialised kernel also holds 32 KB of epilogue staging.
     c.stages = over.stages ? over.stages : std::min(6, (c.sm90 == 2 ? 192 : 200) * 1024 / stage);
@@ -455,7 +468,8 @@ jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const 
             c.sm90 == 2 ? "tc::moe::grouped_gemm_sm90_ws_kernel" : "tc::moe::grouped_gemm_sm90_kernel",
             c.sm90 == 2 ? std::vector<std::string>{in, out, std::to_string(c.block_m), std::to_string(c.block_n),
                                                    std::to_string(c.stages), lay, gated, std::to_string(table),
-                                                   c.tma ? "true" : "false", c.tma == 2 ? "true" : "false"}
+                                                   c.tma ? "true" : "false", c.tma == 2 ? "true" : "false",
+                                                   c.tma_store == 1 ? "true" : "false"}
                         : std::vector<std::string>{in, out, std::to_string(c.block_m), std::to_string(c.block_n),
                                                    std::to_string(c.stages), lay, gated, std::to_string(table)},
             cfg,
@@ -514,6 +528,11 @@ void launch_tma(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c, cons
     L.p = p;
     const int64_t a_rows = a.a.shape[0];
     if (c.tma == 2) encode_tma_map(L.a_map, a.a.data, a.a.dtype, {K, a_rows, 1}, {K * 2, a_rows * K * 2}, {kBK, c.block_m});
+    if (c.tma_store == 1) {  // [M][N] output in boxes of 64 rows x 128 bytes (GroupedGemmSm90Ws::store_tile_tma)
+      const int64_t M = a.out.shape[0], row_bytes = N * dtype_size(a.out.dtype);
+      encode_tma_map(L.c_map, a.out.data, a.out.dtype, {N, M, 1}, {row_bytes, M * row_bytes},
+                     {int(128 / dtype_size(a.out.dtype)), 64});
+    }
     const ExpertWeights* w[2] = {&a.w, a.w_up ? &*a.w_up : nullptr};
     for (int m = 0; m < 2 && w[m]; ++m) {
       if (w[m]->stacked)
@@ -567,7 +586,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
                         uint64_t(a.out.dtype) << 35 | uint64_t(a.w.layout) << 39 | uint64_t(dual) << 40 |
                         uint64_t(vec) << 41 | uint64_t(table) << 42 | uint64_t(c.sm90) << 53 |
                         uint64_t(std::max(c.tma, 0)) << 55 | uint64_t(c.k_splits > 1) << 57 |
-                        uint64_t(c.gemv == 1) << 58;
+                        uint64_t(c.gemv == 1) << 58 | uint64_t(c.tma_store == 1) << 59;
   const int smem = smem_bytes(c, dual);
   static jit::OpKernelCache kernels;
   const jit::Launchable& k = kernels.get(

@@ -34,7 +34,10 @@ void encode_tma_map(tc::moe::TmaDesc& d, const void* base, DType dtype, const in
   const cuuint32_t gbox[3] = {cuuint32_t(box[0]), cuuint32_t(box[1]), 1}, elem[3] = {1, 1, 1};
   CUtensorMap m;
   TC_DRV(cuTensorMapEncodeTiled, &m,
-         dtype == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
+         dtype == DType::kBF16  ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+         : dtype == DType::kF32 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+         3,
          const_cast<void*>(base), gdims, gstrides, gbox, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   std::memcpy(&d, &m, sizeof(m));

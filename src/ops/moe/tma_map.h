@@ -1,6 +1,6 @@
 #pragma once
 // TMA tensor maps (CUtensorMap) for the Hopper kernels: rank-3 tensors of
-// 16-bit elements, 128-byte swizzle (the layout wgmma reads), zeros past the
+// 16-bit elements (or fp32: the output of a row-scaled GEMM), 128-byte swizzle (the layout wgmma reads), zeros past the
 // edges. Encoded maps are cached: a map is a pure function of its arguments.
 #include <cstdint>
 
