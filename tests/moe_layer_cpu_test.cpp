@@ -435,6 +435,36 @@ TEST(MoeGroupedGemmCpu, GemvChoice) {
 // row_token marks padding rows of contiguous A: they read zeros (outputs 0 x
 // scale) whatever A holds there; it must be int32 [M], and A by TMA (which
 // cannot skip rows) is then refused.
+// The decode kernel at both item widths, gated and plain, fp16 and bf16:
+// no spills on sm_90a and sm_80, and the narrow items fit 3 CTAs of 256
+// threads per SM on sm_90a (grouped_gemv_min_ctas).
+TEST(MoeGroupedGemmCpu, GemvKernelsCompileWithoutSpills) {
+  const int64_t E = 8, N = 256, K = 512, T = 1, topk = 4, bm = 16;
+  const int64_t M = ops::moe_fused_mapping_rows(T, topk, E, bm);
+  for (DType dt : {DType::kBF16, DType::kF16})
+    for (bool gated : {true, false})
+      for (bool narrow : {false, true}) {
+        HostTensor a(dt, {T, K}), w(dt, {E, N, K}), out(dt, {M, N}), tiles(DType::kI32, {M / bm}),
+            idx(DType::kI32, {M});
+        ops::MoeGroupedGemmArgs g = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view(), gated);
+        g.rows_used = T * topk;
+        ops::MoeGroupedGemmConfig over;
+        over.gemv = 1;
+        if (narrow) over.block_n = gated ? 16 : 32;
+        const auto c = ops::moe_grouped_gemm_config(g, over, 9, 132);
+        const auto spec = ops::moe_grouped_gemm_kernel_spec(g, c);
+        for (const char* arch : {"sm_90a", "sm_80"}) {
+          SCOPED_TRACE(spec.config + " " + arch);
+          const auto k = jit::compile(spec, {}, arch);
+          EXPECT_EQ(k->resources.spill_store_bytes, 0);
+          EXPECT_EQ(k->resources.stack_frame_bytes, 0);
+          if (narrow && std::string(arch) == "sm_90a") {
+            EXPECT_LE(k->resources.registers, 80);
+          }
+        }
+      }
+}
+
 TEST(MoeGroupedGemmCpu, RowTokenMakesPaddingRowsZero) {
   const int64_t M = 16, K = 64, N = 24;
   HostTensor a(DType::kBF16, {M, K}), w(DType::kBF16, {1, N, K}), out(DType::kF32, {M, N});

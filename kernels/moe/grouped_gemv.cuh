@@ -25,6 +25,19 @@
 
 namespace tc::moe {
 
+// CTAs per SM the kernel is built for. Narrow items (half the default
+// columns: BN 16 gated, 32 plain) are there to spread small launches
+// evenly, so on sm_90 they take 3 CTAs per SM: 384 items (Qwen3-30B T=1's
+// gate/up) then fit one wave of 396 instead of 1.5 waves at 2 per SM. Not
+// on sm_80, where they spilled at 3.
+__host__ __device__ constexpr int grouped_gemv_min_ctas(int bn, bool dual) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  return (void)bn, (void)dual, 2;
+#else
+  return bn == (dual ? 16 : 32) ? 3 : 2;
+#endif
+}
+
 template <typename T, typename OutT, int BM, int BN, bool DUAL, int TABLE>
 struct GroupedGemv {
   static constexpr int kWarps = 8, kThreads = kWarps * 32;
@@ -32,6 +45,12 @@ struct GroupedGemv {
   static constexpr int kCols = BN;           // per item
   static constexpr int CPW = BN / kWarps;    // output columns per warp
   static constexpr int kRowsPerStep = kB * CPW;  // weight rows a lane loads per K step
+  // Half the default columns per item on sm_90: 3 CTAs per SM (80
+  // registers; see grouped_gemv_min_ctas), and at decode the most loads in
+  // flight per lane that fit them without spills (gated 8 spilled 4 bytes),
+  // instead of 16.
+  static constexpr bool kNarrow = grouped_gemv_min_ctas(BN, DUAL) == 3;
+  static constexpr int kLoadsInFlight = !kNarrow ? 16 : DUAL ? 4 : 8;
   static_assert(BN % kWarps == 0 && kRowsPerStep >= 2 && kRowsPerStep <= 8, "2 to 8 weight rows per lane step");
   static_assert(sizeof(T) == 2, "16-bit inputs");
   static_assert(BM <= 32, "one warp compacts a tile's rows");
@@ -72,11 +91,11 @@ struct GroupedGemv {
         for (int r = 0; r < R; ++r) acc[m][c][r] = 0.f;
 
     const int chunks = p.K / 8;
-    // K steps unrolled to 16 loads of 16 bytes in flight per lane in the
-    // 1-row passes (decode); none in the wider passes, whose accumulators
-    // would not fit 128 registers (2 CTAs of 256 per SM) next to more loads
-    // (they spilled, on sm_80 even at 8 loads).
-    constexpr int kUnroll = R >= 2 ? 1 : 16 / kRowsPerStep;
+    // K steps unrolled to kLoadsInFlight loads of 16 bytes in flight per
+    // lane in the 1-row passes (decode); none in the wider passes, whose
+    // accumulators would not fit 128 registers (2 CTAs of 256 per SM) next
+    // to more loads (they spilled, on sm_80 even at 8 loads).
+    constexpr int kUnroll = R >= 2 ? 1 : kLoadsInFlight / kRowsPerStep;
 #pragma unroll kUnroll
     for (int q = lane; q < chunks; q += 32) {
       // Weights first (streamed once, not kept in L1), then the A rows
@@ -176,7 +195,8 @@ struct GroupedGemv {
 };
 
 template <typename T, typename OutT, int BM, int BN, bool DUAL, int TABLE>
-__global__ void __launch_bounds__(256, 2) grouped_gemv_kernel(const GroupedGemmLaunch<TABLE ? TABLE : 1> L) {
+__global__ void __launch_bounds__(256, grouped_gemv_min_ctas(BN, DUAL))
+    grouped_gemv_kernel(const GroupedGemmLaunch<TABLE ? TABLE : 1> L) {
   grid_dependency_begin();
   GroupedGemv<T, OutT, BM, BN, DUAL, TABLE>::run(L);
 }
