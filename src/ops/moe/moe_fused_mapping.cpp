@@ -112,9 +112,11 @@ void moe_fused_mapping(const MoeFusedMappingArgs& a, const MoeFusedMappingParams
     jit::launch(*k, 1, 1, kThreads, mapping_smem(p), stream, &kp);
     return;
   }
-  const auto specs = moe_fused_mapping_block_kernel_specs();
-  const jit::Launchable* count = &kernels.get(1, compile, dev, [&] { return specs[0]; }, allow_mapping_smem);
-  const jit::Launchable* place = &kernels.get(2, compile, dev, [&] { return specs[1]; }, allow_mapping_smem);
+  // The specs are built only when a kernel is compiled, not on every call.
+  const jit::Launchable* count =
+      &kernels.get(1, compile, dev, [] { return moe_fused_mapping_block_kernel_specs()[0]; }, allow_mapping_smem);
+  const jit::Launchable* place =
+      &kernels.get(2, compile, dev, [] { return moe_fused_mapping_block_kernel_specs()[1]; }, allow_mapping_smem);
   // Per-block counts, [blocks][E]: written by the first launch, read by the
   // second, freed in stream order after it.
   rt::ScratchBuffer counts(size_t(blocks) * size_t(p.num_experts) * sizeof(int), stream);
