@@ -151,6 +151,105 @@ TEST(GpuMoeGroupedGemm, GemvWithoutScheduleCoversEveryRow) {
   }
 }
 
+// The decode path's two launches on per-row schedules (tile_expert = the
+// routing ids), against the CPU golden: gate/up with a_repeat (gated, both
+// widths) and down + combine (every width, row scales, bf16/fp16/fp32 out,
+// with and without the L2 prefetch); stacked and per-expert weights; N
+// tails; K of 9 and 129 chunks (fewer and more than a warp's lanes); slots
+// dropped (-1) or naming an expert past E add nothing.
+TEST(GpuMoeGroupedGemm, PerRowSchedules) {
+  TC_REQUIRE_GPU();
+  struct Dims {
+    int64_t T, S, N, K, E;
+    DType dt;
+    bool per_expert;
+  };
+  for (const Dims& sh : {Dims{1, 8, 200, 72, 16, DType::kBF16, false}, Dims{3, 4, 136, 1032, 9, DType::kF16, true},
+                         Dims{2, 2, 64, 256, 3, DType::kBF16, false}}) {
+    const auto [T, S, N, K, E, dt, per_expert] = sh;
+    SCOPED_TRACE(::testing::Message() << "T=" << T << " S=" << S << " N=" << N << " K=" << K << " E=" << E);
+    HostTensor x(dt, {T, K}), w(dt, {E, N, K}), wu(dt, {E, N, K}), ids(DType::kI32, {T * S}),
+        scale(DType::kF32, {T * S}), hs(dt, {T * S, K});
+    harness::fill_uniform(x.view(), 31, 1, -1.f, 1.f);
+    harness::fill_uniform(w.view(), 31, 2, -0.5f, 0.5f);
+    harness::fill_uniform(wu.view(), 31, 3, -0.5f, 0.5f);
+    harness::fill_uniform(scale.view(), 31, 4, 0.1f, 1.f);
+    harness::fill_uniform(hs.view(), 31, 5, -1.f, 1.f);
+    for (int64_t r = 0; r < T * S; ++r)  // every 5th slot dropped, every 7th past E
+      ids.ptr<int32_t>()[r] = r % 5 == 3 ? -1 : r % 7 == 5 ? int32_t(E) : int32_t((r * 11 + 2) % E);
+    DeviceTensor dx = DeviceTensor::from_host(x), dw = DeviceTensor::from_host(w), dwu = DeviceTensor::from_host(wu),
+                 dids = DeviceTensor::from_host(ids), dscale = DeviceTensor::from_host(scale),
+                 dhs = DeviceTensor::from_host(hs);
+    auto experts = [&](const HostTensor& h, const DeviceTensor& d, bool host) {
+      ops::ExpertWeights ew;
+      if (!per_expert) {
+        ew.stacked = host ? h.view() : d.view();
+        return ew;
+      }
+      for (int64_t e = 0; e < E; ++e) {
+        TensorView t = host ? h.view() : d.view();
+        t.data = static_cast<char*>(t.data) + e * N * K * 2;
+        t.shape = Shape{N, K}, t.strides = Shape{K, 1};
+        ew.per_expert.push_back(t);
+      }
+      return ew;
+    };
+    auto near = [](const HostTensor& got, const HostTensor& want, const std::string& what) {
+      double ss = 0;
+      const size_t n = size_t(want.numel());
+      for (size_t i = 0; i < n; ++i) ss += std::pow(load_as_double(want.data(), want.dtype(), i), 2);
+      const double rms = std::sqrt(ss / double(n)), tol = want.dtype() == DType::kF32 ? 1e-4 : 1e-2;
+      for (size_t i = 0; i < n; ++i) {
+        const double g = load_as_double(got.data(), got.dtype(), i), y = load_as_double(want.data(), want.dtype(), i);
+        ASSERT_LE(std::fabs(g - y), tol * (rms + std::fabs(y))) << what << ", element " << i << ": " << g << " vs " << y;
+      }
+    };
+    rt::Stream s;
+    // Gate/up: a_repeat = S; rows with no expert are not written (compared
+    // only where the expert is live).
+    for (int bn : {32, 16}) {
+      HostTensor want(dt, {T * S, N});
+      ops::MoeGroupedGemmArgs g;
+      g.a = x.view(), g.w = experts(w, dw, true), g.w_up = experts(wu, dwu, true), g.out = want.view();
+      g.tile_expert = ids.view(), g.a_repeat = S;
+      ops::moe_grouped_gemm_cpu(g);
+      DeviceTensor dout(dt, {T * S, N});
+      dout.fill_bytes(0xff);
+      g.a = dx.view(), g.w = experts(w, dw, false), g.w_up = experts(wu, dwu, false), g.out = dout.view();
+      g.tile_expert = dids.view();
+      ops::MoeGroupedGemmOptions o;
+      o.config.block_n = bn;
+      ops::moe_grouped_gemm(g, s.get(), o);
+      s.sync();
+      HostTensor got = dout.to_host();
+      for (int64_t r = 0; r < T * S; ++r)
+        if (ids.ptr<int32_t>()[r] < 0 || ids.ptr<int32_t>()[r] >= E)  // not written: take the golden's zeros
+          std::memcpy(got.ptr<uint16_t>() + r * N, want.ptr<uint16_t>() + r * N, size_t(N) * 2);
+      near(got, want, "gate/up block_n " + std::to_string(bn));
+    }
+    // Down + combine: A = hs [T S, K], out [T, N].
+    for (DType out_dt : {dt, DType::kF32})
+      for (int bn : {8, 16, 32, 64})
+        for (bool settled : {false, true}) {
+          HostTensor want(out_dt, {T, N});
+          ops::MoeGroupedGemmArgs g;
+          g.a = hs.view(), g.w = experts(w, dw, true), g.out = want.view();
+          g.tile_expert = ids.view(), g.row_scale = scale.view(), g.combine = S;
+          ops::moe_grouped_gemm_cpu(g);
+          DeviceTensor dout(out_dt, {T, N});
+          dout.fill_bytes(0xff);
+          g.a = dhs.view(), g.w = experts(w, dw, false), g.out = dout.view();
+          g.tile_expert = dids.view(), g.row_scale = dscale.view(), g.schedule_settled = settled;
+          ops::MoeGroupedGemmOptions o;
+          o.config.block_n = bn;
+          ops::moe_grouped_gemm(g, s.get(), o);
+          s.sync();
+          near(dout.to_host(), want,
+               fmt::format("combine block_n {} out {} settled {}", bn, dtype_name(out_dt), settled));
+        }
+  }
+}
+
 TEST(GpuFusedMoe, SmokeCases) {
   TC_REQUIRE_GPU();
   EXPECT_GT(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA), 8);
@@ -291,6 +390,63 @@ TEST(GpuFusedMoe, DependentLaunchKeepsEveryCallsBits) {
       EXPECT_TRUE(same_bits(ref_a, A.out.to_host())) << "A, rep " << rep;
       EXPECT_TRUE(same_bits(ref_b, B.out.to_host())) << "B, rep " << rep;
     }
+  }
+}
+
+// The decode path against the golden (smoke cases at T = 1 and 2 take it
+// by default; forced on the larger NK cases) and against the mapped path on
+// the same inputs: within the bf16 tolerance (the decode path rounds each
+// token's sum once, the mapped one each expert's output first), and bitwise
+// the same over repeated calls, eager and from a CUDA graph.
+TEST(GpuFusedMoe, DecodePath) {
+  TC_REQUIRE_GPU();
+  for (const char* w : {"decode-t1-grouped", "decode-t2-dropped", "t1-k1"}) {
+    EXPECT_EQ(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA, w, {}), 1) << w;
+    EXPECT_EQ(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA, w, {{"decode", 0}}), 1) << w;
+  }
+  for (const char* w : {"deepseek-like-small", "qwen-like-skewed", "empty-experts-small"})
+    EXPECT_EQ(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA, w, {{"decode", 1}}), 1) << w;
+  for (int64_t T : {1, 3}) {
+    SCOPED_TRACE("T = " + std::to_string(T));
+    Layer L(T, 32, 4, 99);
+    rt::Stream s;
+    ops::FusedMoeWorkspace ws;
+    ops::FusedMoeOptions mapped, decode;
+    mapped.decode = 0, decode.decode = 1;
+    ops::fused_moe(L.args(), L.params(), s.get(), &ws, mapped);
+    s.sync();
+    const HostTensor want = L.out.to_host();
+    L.out.fill_bytes(0xff);
+    ops::fused_moe(L.args(), L.params(), s.get(), &ws, decode);
+    s.sync();
+    const HostTensor got = L.out.to_host();
+    double ss = 0, err = 0;
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      const double y = load_as_double(want.data(), want.dtype(), size_t(i));
+      const double g = load_as_double(got.data(), got.dtype(), size_t(i));
+      ss += y * y, err += (g - y) * (g - y);
+    }
+    ASSERT_GT(ss, 0.0);
+    EXPECT_LE(std::sqrt(err / ss), 1e-2) << "relative RMS difference, decode vs mapped path";
+    for (int i = 0; i < 2; ++i) {
+      L.out.fill_bytes(0xff);
+      ops::fused_moe(L.args(), L.params(), s.get(), i ? nullptr : &ws, decode);
+      s.sync();
+      EXPECT_TRUE(same_bits(got, L.out.to_host())) << "run " << i;
+    }
+    const auto& d = rt::driver();
+    TC_CU(d.cuStreamBeginCapture(s.get(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    ops::fused_moe(L.args(), L.params(), s.get(), &ws, decode);
+    CUgraph g;
+    TC_CU(d.cuStreamEndCapture(s.get(), &g));
+    CUgraphExec ge;
+    TC_CU(d.cuGraphInstantiate(&ge, g, 0));
+    L.out.fill_bytes(0xff);
+    TC_CU(d.cuGraphLaunch(ge, s.get()));
+    s.sync();
+    EXPECT_TRUE(same_bits(got, L.out.to_host())) << "graph replay";
+    d.cuGraphExecDestroy(ge);
+    d.cuGraphDestroy(g);
   }
 }
 

@@ -465,6 +465,144 @@ TEST(MoeGroupedGemmCpu, GemvKernelsCompileWithoutSpills) {
       }
 }
 
+namespace {
+// The decode path's two launches on a per-row schedule of T tokens x S
+// slots: gate/up (a_repeat = S, gated, out [T S, N]) and down + combine
+// (combine = S, plain, out [T, N]). `ids` [T S], `scale` [T S].
+ops::MoeGroupedGemmArgs per_row_args(TensorView a, TensorView w, TensorView out, TensorView ids, int64_t S,
+                                     bool combine, std::optional<TensorView> scale = std::nullopt) {
+  ops::MoeGroupedGemmArgs g;
+  g.a = a;
+  g.w.stacked = w;
+  if (!combine) g.w_up = ops::ExpertWeights{w, {}, ops::WeightLayout::kNK};
+  g.out = out;
+  g.tile_expert = ids;
+  (combine ? g.combine : g.a_repeat) = S;
+  g.row_scale = scale;
+  return g;
+}
+}  // namespace
+
+// Both decode-path kernels, every width, fp16 and bf16, sm_90a and sm_80:
+// no spills, no stack.
+TEST(MoeGroupedGemmCpu, PerRowKernelsCompileWithoutSpills) {
+  const int64_t E = 8, N = 256, K = 512, T = 2, S = 4;
+  for (DType dt : {DType::kBF16, DType::kF16})
+    for (bool combine : {false, true})
+      for (int bn : combine ? std::vector<int>{8, 16, 32, 64} : std::vector<int>{16, 32}) {
+        HostTensor a(dt, {combine ? T * S : T, K}), w(dt, {E, N, K}), out(dt, {combine ? T : T * S, N}),
+            ids(DType::kI32, {T * S}), scale(DType::kF32, {T * S});
+        const auto g = per_row_args(a.view(), w.view(), out.view(), ids.view(), S, combine, scale.view());
+        ops::MoeGroupedGemmConfig over;
+        over.block_n = bn;
+        const auto c = ops::moe_grouped_gemm_config(g, over, 9, 132);
+        EXPECT_EQ(c.gemv, 1);
+        EXPECT_EQ(c.block_m, 1);
+        const auto spec = ops::moe_grouped_gemm_kernel_spec(g, c);
+        EXPECT_EQ(spec.function, combine ? "tc::moe::grouped_gemv_combine_kernel" : "tc::moe::grouped_gemv_kernel");
+        for (const char* arch : {"sm_90a", "sm_80"}) {
+          SCOPED_TRACE(spec.config + " " + arch);
+          const auto k = jit::compile(spec, {}, arch);
+          EXPECT_EQ(k->resources.spill_store_bytes, 0);
+          EXPECT_EQ(k->resources.stack_frame_bytes, 0);
+          // 2 CTAs of 256 per SM; narrow gate/up items 3 on sm_90a.
+          EXPECT_LE(k->resources.registers, !combine && bn == 16 && std::string(arch) == "sm_90a" ? 80 : 128);
+        }
+      }
+}
+
+// Per-row schedules: only the decode kernel runs them; combine needs one,
+// a plain projection and at most 32 slots; a_repeat no a_index; block_n
+// widths; the default width spreads the items evenly over the SMs.
+TEST(MoeGroupedGemmCpu, PerRowScheduleConfig) {
+  const int64_t E = 8, N = 2048, K = 768, T = 1, S = 8;
+  HostTensor a(DType::kBF16, {T * S, K}), w(DType::kBF16, {E, N, K}), out(DType::kBF16, {T, N}),
+      ids(DType::kI32, {T * S}), idx(DType::kI32, {T * S});
+  auto g = per_row_args(a.view(), w.view(), out.view(), ids.view(), S, true);
+  EXPECT_NO_THROW(ops::validate_moe_grouped_gemm(g, DeviceType::kCPU));
+  // Qwen3-30B-shaped: 2048 columns x 1 token, 132 SMs: 16 columns (128 items) is the
+  // widest that spreads evenly.
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, {}, 9, 132).block_n, 16);
+  ops::MoeGroupedGemmConfig mma;
+  mma.gemv = 0;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, mma, 9, 132), ErrorKind::kInvalidArgument, "moe_grouped_gemm",
+                  "gemv", "per-row schedule");
+  ops::MoeGroupedGemmConfig wide;
+  wide.block_n = 128;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, wide, 9, 132), ErrorKind::kInvalidArgument, "block_n",
+                  "8, 16, 32 or 64", "128");
+  auto bad = g;
+  bad.combine = 33;
+  TC_EXPECT_ERROR(ops::validate_moe_grouped_gemm(bad, DeviceType::kCPU), ErrorKind::kInvalidArgument, "combine",
+                  "1..32", "33");
+  bad = g;
+  bad.w_up = bad.w;
+  TC_EXPECT_ERROR(ops::validate_moe_grouped_gemm(bad, DeviceType::kCPU), ErrorKind::kInvalidArgument, "w_up",
+                  "plain projection");
+  HostTensor tiles(DType::kI32, {1}), out16(DType::kBF16, {2, N}), a16(DType::kBF16, {16, K});
+  bad = g;
+  bad.a = a16.view(), bad.out = out16.view(), bad.tile_expert = tiles.view();  // one 16-row tile
+  TC_EXPECT_ERROR(ops::validate_moe_grouped_gemm(bad, DeviceType::kCPU), ErrorKind::kInvalidArgument, "tile_expert",
+                  "per-row schedule", "combine 8");
+  // Gate/up: a_repeat with a_index is refused; A must hold M / a_repeat rows.
+  HostTensor h(DType::kBF16, {T * S, N}), x(DType::kBF16, {T, K});
+  auto up = per_row_args(x.view(), w.view(), h.view(), ids.view(), S, false);
+  EXPECT_NO_THROW(ops::validate_moe_grouped_gemm(up, DeviceType::kCPU));
+  EXPECT_EQ(ops::moe_grouped_gemm_config(up, {}, 9, 132).block_n, 32);  // 8 x 64 items: even at the widest
+  bad = up;
+  bad.a_index = idx.view();
+  TC_EXPECT_ERROR(ops::validate_moe_grouped_gemm(bad, DeviceType::kCPU), ErrorKind::kInvalidArgument, "a_repeat",
+                  "1 with an a_index", "8");
+  bad = up;
+  bad.a_repeat = 4;
+  TC_EXPECT_ERROR(ops::validate_moe_grouped_gemm(bad, DeviceType::kCPU), ErrorKind::kInvalidArgument, "'a'",
+                  "at least 2 rows");
+}
+
+// The CPU golden of the two per-row launches against a direct evaluation:
+// a_repeat reads token r / S; combine sums a token's S rows in order, each
+// times its scale, and rows whose expert is -1 or >= E add nothing.
+TEST(MoeGroupedGemmCpu, PerRowGoldenMatchesDirectSums) {
+  const int64_t E = 5, N = 24, K = 40, T = 3, S = 3;
+  HostTensor x(DType::kBF16, {T, K}), w(DType::kBF16, {E, N, K}), h(DType::kF32, {T * S, N}),
+      ids(DType::kI32, {T * S}), scale(DType::kF32, {T * S}), y(DType::kF32, {T, N});
+  harness::fill_uniform(x.view(), 21, 1, -1.f, 1.f);
+  harness::fill_uniform(w.view(), 21, 2, -1.f, 1.f);
+  harness::fill_uniform(scale.view(), 21, 3, 0.25f, 1.f);
+  const int32_t expert[] = {0, 4, 2, -1, 1, 3, 4, 5, 0};  // slot 3 dropped (-1), slot 7 outside (5 = E)
+  std::memcpy(ids.data(), expert, sizeof(expert));
+  auto dot = [&](int64_t t, int64_t e, int64_t n) {
+    double v = 0;
+    for (int64_t k = 0; k < K; ++k)
+      v += load_as_double(x.data(), x.dtype(), size_t(t * K + k)) *
+           load_as_double(w.data(), w.dtype(), size_t((e * N + n) * K + k));
+    return v;
+  };
+  auto plain = per_row_args(x.view(), w.view(), h.view(), ids.view(), S, false);
+  plain.w_up.reset();
+  ops::moe_grouped_gemm_cpu(plain);
+  for (int64_t r = 0; r < T * S; ++r) {
+    if (expert[r] < 0 || expert[r] >= E) continue;
+    for (int64_t n = 0; n < N; ++n)
+      ASSERT_NEAR(h.ptr<float>()[r * N + n], dot(r / S, expert[r], n), 1e-4) << "row " << r << ", column " << n;
+  }
+  // combine: A = x repeated as T * S rows.
+  HostTensor xs(DType::kBF16, {T * S, K});
+  for (int64_t r = 0; r < T * S; ++r)
+    std::memcpy(xs.ptr<uint16_t>() + r * K, x.ptr<uint16_t>() + (r / S) * K, size_t(K) * 2);
+  std::memset(y.data(), 0xff, y.nbytes());
+  ops::moe_grouped_gemm_cpu(per_row_args(xs.view(), w.view(), y.view(), ids.view(), S, true, scale.view()));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t n = 0; n < N; ++n) {
+      double want = 0;
+      for (int64_t j = 0; j < S; ++j) {
+        const int e = expert[t * S + j];
+        if (e >= 0 && e < E) want += double(scale.ptr<float>()[t * S + j]) * dot(t, e, n);
+      }
+      ASSERT_NEAR(y.ptr<float>()[t * N + n], want, 1e-4 * (1 + std::fabs(want))) << "token " << t << ", column " << n;
+    }
+}
+
 TEST(MoeGroupedGemmCpu, RowTokenMakesPaddingRowsZero) {
   const int64_t M = 16, K = 64, N = 24;
   HostTensor a(DType::kBF16, {M, K}), w(DType::kBF16, {1, N, K}), out(DType::kF32, {M, N});
@@ -553,12 +691,14 @@ TEST(FusedMoeCpu, KernelsForSm90a) {
   EXPECT_GT(ops::fused_moe_workspace_bytes(a, L.params()), size_t(L.T * L.K * (L.H + L.I) * 2));
 }
 
-// At decode the expert projections run the gemv kernel where chosen (or
-// forced); a down projection on it passes pos_to_token as row_token, so its
-// 16-row tiles are one pass over their real row, not four over the padding.
+// On the mapped path at decode the expert projections run the gemv kernel
+// where chosen (or forced); a down projection on it passes pos_to_token as
+// row_token, so its 16-row tiles are one pass over their real row, not four
+// over the padding.
 TEST(FusedMoeCpu, DecodeLayerRunsTheGemvKernelWhereChosen) {
   const StandInLayer S(1);
-  auto count = [&](const ops::FusedMoeOptions& o) {
+  auto count = [&](ops::FusedMoeOptions o) {
+    o.decode = 0;
     int gemv = 0;
     for (const jit::KernelSpec& spec : ops::fused_moe_kernel_specs(S.args(), S.L.params(), o))
       gemv += spec.function == "tc::moe::grouped_gemv_kernel";
@@ -572,6 +712,38 @@ TEST(FusedMoeCpu, DecodeLayerRunsTheGemvKernelWhereChosen) {
   ops::FusedMoeOptions gate_up_only;
   gate_up_only.gate_up.gemv = 1;
   EXPECT_EQ(count(gate_up_only), 1);
+}
+
+// The decode path (no mapping, combine fused into the down projection):
+// taken at T = 1 and where tokens rarely share an expert ((T - 1) K <= E / 10),
+// never for [K, N] weights or with a block_m override; decode = 1 where it
+// cannot run is an error naming why. Its chain: router GEMM, gate, gate/up
+// on the per-row schedule, down + combine.
+TEST(FusedMoeCpu, DecodePathChoiceAndKernels) {
+  for (int64_t T : {1, 2, 4}) {
+    const StandInLayer S(T);  // E = 8, K = 2: (T - 1) * 2 * 10 <= 8 only at T = 1
+    EXPECT_EQ(ops::fused_moe_uses_decode(S.args(), S.L.params()), T == 1) << T;
+    ops::FusedMoeOptions on;
+    on.decode = 1;
+    EXPECT_TRUE(ops::fused_moe_uses_decode(S.args(), S.L.params(), on)) << T;
+  }
+  const StandInLayer S(1);
+  const auto specs = ops::fused_moe_kernel_specs(S.args(), S.L.params());
+  ASSERT_EQ(specs.size(), 4u);
+  EXPECT_EQ(specs[1].function, "tc::moe::topk_gate_kernel");
+  EXPECT_EQ(specs[2].function, "tc::moe::grouped_gemv_kernel");
+  EXPECT_EQ(specs[2].template_args[2], "1") << "per-row schedule";
+  EXPECT_EQ(specs[3].function, "tc::moe::grouped_gemv_combine_kernel");
+  ops::FusedMoeOptions bm;
+  bm.gate_up.block_m = 16;
+  EXPECT_FALSE(ops::fused_moe_uses_decode(S.args(), S.L.params(), bm));
+  bm.decode = 1;
+  TC_EXPECT_ERROR(ops::fused_moe_uses_decode(S.args(), S.L.params(), bm), ErrorKind::kInvalidArgument, "fused_moe",
+                  "decode", "block_m override");
+  ops::FusedMoeOptions bad;
+  bad.decode = 2;
+  TC_EXPECT_ERROR(ops::fused_moe_uses_decode(S.args(), S.L.params(), bad), ErrorKind::kInvalidArgument, "decode",
+                  "2");
 }
 
 // Every kernel of the chain may start while the previous one drains

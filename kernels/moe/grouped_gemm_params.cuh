@@ -34,6 +34,17 @@ struct GroupedGemmParams {
   // (as a_index = -1 does), for A in layout order (no a_index): the layer's
   // down projection passes its pos_to_token, so the decode kernel skips them.
   const int* row_token;
+  // Decode kernels only (the layer's decode path: a per-row schedule, one
+  // expert per row, block_m = 1). a_repeat > 1: layout row r reads A row
+  // r / a_repeat (a token's top_k rows from its one row of x). combine > 1:
+  // output row t is the sum over j < combine, in order, of row_scale[row] x
+  // (A . W_e)[row] for row = t * combine + j (the down projection with the
+  // weighted combine fused in; c has M / combine rows). prefetch (combine
+  // kernel): tile_expert was complete before the previous kernel on the
+  // stream began, so the CTA prefetches its first weights into L2 before
+  // waiting on that kernel. (In the plain decode kernel the same prefetch
+  // made narrow items spill at 80 registers.)
+  int a_repeat, combine, prefetch;
 };
 
 // Shared memory the warp-specialised kernel keeps for its consumers'

@@ -38,6 +38,33 @@ __host__ __device__ constexpr int grouped_gemv_min_ctas(int bn, bool dual) {
 #endif
 }
 
+// The row of A that layout row `row` reads (-1: padding).
+__device__ __forceinline__ int gemv_a_row(const GroupedGemmParams& p, int row) {
+  return p.a_index ? p.a_index[row] : p.a_repeat > 1 ? row / p.a_repeat : row;
+}
+
+// Hands `bytes` (a multiple of 16, 16-byte aligned) at `ptr` to the L2 to
+// fetch, without waiting (sm_90: one bulk prefetch; nothing elsewhere).
+__device__ __forceinline__ void gemv_prefetch_l2(const void* ptr, long long bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (bytes > 0) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(ptr), "r"(unsigned(bytes)) : "memory");
+#else
+  (void)ptr, (void)bytes;
+#endif
+}
+
+// The weight rows [n0, n0 + cols) of matrix m of expert e (layout NK: one
+// contiguous block) into L2; e outside the experts is skipped.
+template <typename T, int TABLE>
+__device__ __forceinline__ void gemv_prefetch_rows(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L, int m, int e, int n0,
+                                                   int cols) {
+  const GroupedGemmParams& p = L.p;
+  if (e < 0 || e >= p.num_experts || n0 >= p.N) return;
+  cols = min(cols, p.N - n0);
+  gemv_prefetch_l2(gemm_expert_weights<T, TABLE>(L, m, e) + (long long)n0 * p.ldb,
+                   (long long)cols * p.ldb * (long long)sizeof(T));
+}
+
 template <typename T, typename OutT, int BM, int BN, bool DUAL, int TABLE>
 struct GroupedGemv {
   static constexpr int kWarps = 8, kThreads = kWarps * 32;
@@ -159,7 +186,7 @@ struct GroupedGemv {
       if (warp == 0) {
         const int row = tile * BM + lane;
         int s = -1;
-        if (lane < BM && row < p.M) s = p.a_index ? p.a_index[row] : row;
+        if (lane < BM && row < p.M) s = gemv_a_row(p, row);
         if (s >= 0 && p.row_token && p.row_token[row] < 0) s = -1;
         const bool ok = s >= 0 && s < p.a_rows;
         const unsigned mask = __ballot_sync(0xffffffffu, ok);
@@ -178,10 +205,13 @@ struct GroupedGemv {
       it.ncols = min(CPW, p.N - it.n0);
       // Passes of 4, 2 and 1 rows: a tile's weights are read once per pass,
       // and the FMAs of rows that do not exist are not issued at decode.
+      // (Per-row schedules, BM = 1, build the 1-row pass only.)
       int r0 = 0;
-      for (; rows - r0 >= 3; r0 += 4) pass<4>(p, it, r0, rows);
-      if (rows - r0 == 2) pass<2>(p, it, r0, rows);
-      else if (rows - r0 == 1) pass<1>(p, it, r0, rows);
+      if constexpr (BM >= 3)
+        for (; rows - r0 >= 3; r0 += 4) pass<4>(p, it, r0, rows);
+      if constexpr (BM >= 2)
+        if (rows - r0 == 2) pass<2>(p, it, r0, rows);
+      if (rows - r0 == 1) pass<1>(p, it, r0, rows);
       // The tile's padding rows hold zeros (times the row scale), as the MMA
       // kernels write them: the contract covers every row of a live tile.
       for (int r = lane; r < BM && rows < BM; r += 32) {
@@ -197,8 +227,107 @@ struct GroupedGemv {
 template <typename T, typename OutT, int BM, int BN, bool DUAL, int TABLE>
 __global__ void __launch_bounds__(256, grouped_gemv_min_ctas(BN, DUAL))
     grouped_gemv_kernel(const GroupedGemmLaunch<TABLE ? TABLE : 1> L) {
+  using G = GroupedGemv<T, OutT, BM, BN, DUAL, TABLE>;
   grid_dependency_begin();
-  GroupedGemv<T, OutT, BM, BN, DUAL, TABLE>::run(L);
+  G::run(L);
+}
+
+// The decode path's down projection with the combine fused in (p.combine =
+// S slots per output row, a per-row schedule: tile_expert[row] is row's
+// expert): out[t, n] = sum over j < S, in order, of row_scale[row] *
+// (A[row] . W_e[n]), row = t * S + j, accumulated in fp32 and rounded once.
+// Rows whose expert is outside [0, num_experts) add nothing (their A rows
+// are never read). A CTA of 8 warps takes items (output row t, BN
+// columns); warp w owns columns CPW w .. CPW w + CPW - 1, and each lane
+// walks the flattened (slot, 8-element chunk) sequence lane, lane + 32, ...,
+// so the loads in flight span slots (one slot's K alone is 3 chunks per
+// lane for Qwen3-30B's I = 768). Deterministic: fixed per-lane order, fixed
+// shuffle tree. Requires K % 8 == 0, 16-byte aligned rows, layout NK.
+template <typename T, typename OutT, int BN, int TABLE>
+struct GroupedGemvCombine {
+  static constexpr int kWarps = 8, kThreads = kWarps * 32;
+  static constexpr int CPW = BN / kWarps;
+  static constexpr int kMaxSlots = 32;          // fused_moe's top_k limit
+  // About 16 loads of 16 bytes in flight per lane: CPW weight rows and the A
+  // row per unit (more spilled on sm_80 at one column per warp).
+  static constexpr int kUnroll = 16 / (CPW + 1) > 1 ? 16 / (CPW + 1) : 1;
+  static_assert(BN % kWarps == 0 && CPW >= 1 && CPW <= 8, "1 to 8 columns per warp");
+  static_assert(sizeof(T) == 2, "16-bit inputs");
+
+  static __device__ __forceinline__ void prefetch(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L) {
+    const GroupedGemmParams& p = L.p;
+    const int S = p.combine, col_blocks = (p.N + BN - 1) / BN;
+    const int t = int(blockIdx.x / col_blocks), cb = int(blockIdx.x % col_blocks);
+    if (threadIdx.x >= S || threadIdx.x >= kMaxSlots || t >= p.M / S) return;
+    gemv_prefetch_rows<T, TABLE>(L, 0, p.tile_expert[t * S + threadIdx.x], cb * BN, BN);
+  }
+
+  static __device__ __forceinline__ void run(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L) {
+    const GroupedGemmParams& p = L.p;
+    __shared__ const T* wbase[kMaxSlots];
+    __shared__ const T* arow[kMaxSlots];
+    __shared__ float scale[kMaxSlots];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int S = p.combine, outs = p.M / S, col_blocks = (p.N + BN - 1) / BN;
+    const int chunks = p.K / 8, units = S * chunks;
+    const long long items = (long long)outs * col_blocks;
+    for (long long item = blockIdx.x; item < items; item += gridDim.x) {
+      const int t = int(item / col_blocks), cb = int(item % col_blocks);
+      __syncthreads();  // the previous item's slots have been read
+      if (threadIdx.x < S) {
+        const int row = t * S + threadIdx.x;
+        const int e = p.tile_expert[row], s = gemv_a_row(p, row);
+        const bool ok = e >= 0 && e < p.num_experts && s >= 0 && s < p.a_rows;
+        wbase[threadIdx.x] = ok ? gemm_expert_weights<T, TABLE>(L, 0, e) : nullptr;
+        arow[threadIdx.x] = ok ? static_cast<const T*>(p.a) + (long long)s * p.lda : nullptr;
+        scale[threadIdx.x] = ok ? (p.row_scale ? p.row_scale[row] : 1.f) : 0.f;
+      }
+      __syncthreads();
+      const int n0 = cb * BN + warp * CPW, ncols = min(CPW, p.N - n0);
+      float acc[CPW];
+#pragma unroll
+      for (int c = 0; c < CPW; ++c) acc[c] = 0.f;
+#pragma unroll kUnroll
+      for (int u = lane; u < units; u += 32) {
+        const int j = u / chunks, q = u - j * chunks;
+        const T* w = wbase[j];
+        const bool live = w != nullptr;
+        Vec<T, 8> wv[CPW];
+#pragma unroll
+        for (int c = 0; c < CPW; ++c)
+          wv[c] = load_stream_if<T, 8, true>(w + (long long)(n0 + c) * p.ldb + 8 * q, live && c < ncols);
+        Vec<T, 8> xv;
+        if (live) *reinterpret_cast<uint4*>(&xv) = __ldg(reinterpret_cast<const uint4*>(arow[j] + 8 * q));
+        else *reinterpret_cast<uint4*>(&xv) = make_uint4(0, 0, 0, 0);
+        float xf[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) xf[k] = to_float(xv.v[k]);
+        const float sc = scale[j];
+#pragma unroll
+        for (int c = 0; c < CPW; ++c) {
+          float d = 0.f;
+#pragma unroll
+          for (int k = 0; k < 8; ++k) d = fmaf(to_float(wv[c].v[k]), xf[k], d);
+          acc[c] = fmaf(sc, d, acc[c]);
+        }
+      }
+#pragma unroll
+      for (int c = 0; c < CPW; ++c)
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) acc[c] += __shfl_xor_sync(0xffffffffu, acc[c], off);
+#pragma unroll
+      for (int c = 0; c < CPW; ++c)
+        if (lane == c && c < ncols) static_cast<OutT*>(p.c)[(long long)t * p.ldc + n0 + c] = from_float<OutT>(acc[c]);
+    }
+  }
+};
+
+template <typename T, typename OutT, int BN, int TABLE>
+__global__ void __launch_bounds__(256, 2) grouped_gemv_combine_kernel(const GroupedGemmLaunch<TABLE ? TABLE : 1> L) {
+  using G = GroupedGemvCombine<T, OutT, BN, TABLE>;
+  if (L.p.prefetch) G::prefetch(L);
+  grid_dependency_begin();
+  G::run(L);
 }
 
 }  // namespace tc::moe

@@ -68,10 +68,22 @@ struct FusedMoeOptions {
   // Blocks of the mapping (MoeFusedMappingParams::blocks; 0 = choose). The
   // fused gate + mapping launch is taken only where the mapping has one.
   int mapping_blocks = 0;
+  // The decode path: no mapping; gate/up runs on the routing as it is (row
+  // t K + k = token t's slot k, expert ids[t, k]) and the down projection
+  // sums each token's K rows in order as it computes them (the combine fused
+  // in). 1 = take it (an error where it does not apply: [N, K] weights,
+  // H and I multiples of 8, 16-byte aligned tensors, no gate_up block_m
+  // override), 0 = the mapped path, -1 = choose: where it applies and tokens
+  // rarely share an expert, (T - 1) K <= E / 10, so reading each slot's
+  // weights on its own re-reads few (T = 1 always).
+  int decode = -1;
   jit::CompileOptions compile;
 };
 
 void validate_fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, DeviceType backend);
+// Whether fused_moe takes the decode path (FusedMoeOptions::decode) for these
+// arguments; throws where decode = 1 asks for it and it does not apply.
+bool fused_moe_uses_decode(const FusedMoeArgs& a, const FusedMoeParams& p, const FusedMoeOptions& o = {});
 // Bytes of workspace a call with these shapes needs.
 size_t fused_moe_workspace_bytes(const FusedMoeArgs& a, const FusedMoeParams& p);
 // The tile height the mapping pads to and both grouped GEMMs use.

@@ -53,6 +53,24 @@ struct MoeGroupedGemmArgs {
   // tuning hint only (the split-K and decode-kernel choices count live tiles
   // from it); the layer passes T * top_k.
   int64_t rows_used = 0;
+  // The decode kernel's per-row schedule (tile_expert has one entry per
+  // layout row: block_m = 1), which the layer's decode path uses with the
+  // routing ids as they are: no mapping.
+  // - a_repeat > 1 (no a_index): layout row r reads A row r / a_repeat (a
+  //   token's top_k rows from its one row of x).
+  // - combine = S > 1 (plain projection, at most 32): out has M / S rows, and
+  //   out[t] = sum over j < S, in order, of row_scale[t S + j] *
+  //   (A . W_e)[t S + j], accumulated in fp32 and rounded once (the down
+  //   projection with the weighted combine fused in); rows whose expert is
+  //   outside [0, E) add nothing.
+  int64_t a_repeat = 1;
+  int64_t combine = 1;
+  // tile_expert (and num_tiles) were complete before the previous kernel on
+  // the stream began (the layer's down projection: the gate or the mapping
+  // wrote them two launches earlier). The decode kernels then prefetch their
+  // first weights into L2 while that kernel still runs (programmatic
+  // dependent launch). A hint: a wrong value costs only wasted reads.
+  bool schedule_settled = false;
 };
 
 // Tile configuration. 0 = choose. sm90: 1 = the Hopper wgmma kernel (128-row
@@ -85,7 +103,10 @@ struct MoeGroupedGemmConfig {
   // -1 = choose (1 when rows_used is at most one row per expert and each
   // output column reads >= 4096 weight elements, K x matrices; never next to
   // an MMA-only override such as k_splits or block_n). With gemv=1, block_n
-  // sets its columns per item: 32 (default) or 16 gated, 64 or 32 plain.
+  // sets its columns per item: 32 (default) or 16 gated, 64 or 32 plain;
+  // 8, 16, 32 or 64 with combine. Per-row schedules (block_m = 1) always
+  // take it, and by default the width whose items spread most evenly over
+  // the SMs.
   int gemv = -1;
   // Warp-specialised kernel with TMA weights: 1 = its tiles go out by TMA
   // tensor stores from the staged rows (the consumers move on to the next

@@ -126,6 +126,68 @@ MoeGroupedGemmArgs down_args(const FusedMoeArgs& a, const Buffers& b, const MoeG
 
 bool runs(const FusedMoeOptions& o, FusedMoeStage s) { return (o.stages & unsigned(s)) != 0; }
 
+// The decode path (FusedMoeOptions::decode): both projections on the decode
+// kernels' per-row schedule, tile_expert = the ids as they are.
+TensorView flat(const TensorView& t) { return TensorView(t.data, t.dtype, Shape{t.numel()}, t.device); }
+
+TensorView decode_h(const Buffers& b, const Dims& d) {
+  return TensorView(b.h.data, b.h.dtype, Shape{d.T * d.K, d.I}, b.h.device);
+}
+
+MoeGroupedGemmArgs decode_gate_up_args(const FusedMoeArgs& a, const Buffers& b, const Dims& d) {
+  MoeGroupedGemmArgs g;
+  g.a = a.x;
+  g.a_repeat = d.K;
+  g.tile_expert = flat(b.ids);
+  g.w = a.w_gate;
+  g.w_up = a.w_up;
+  g.out = decode_h(b, d);
+  g.rows_used = d.T * d.K;
+  return g;
+}
+
+MoeGroupedGemmArgs decode_down_args(const FusedMoeArgs& a, const Buffers& b, const Dims& d) {
+  MoeGroupedGemmArgs g;
+  g.a = decode_h(b, d);
+  g.tile_expert = flat(b.ids);
+  g.row_scale = flat(b.weights);
+  g.w = a.w_down;
+  g.out = a.out;
+  g.combine = d.K;
+  g.rows_used = d.T * d.K;
+  // The ids were written by the gate (or the caller) before the gate/up
+  // launch began: prefetch the first weights while it runs.
+  g.schedule_settled = true;
+  return g;
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Why the decode path cannot run these arguments ("" when it can).
+std::string decode_blocker(const FusedMoeArgs& a, const Dims& d, const FusedMoeOptions& o) {
+  if (a.w_gate.layout != WeightLayout::kNK) return "[K, N] (KN) weights";
+  if (d.H % 8 || d.I % 8) return fmt::format("H = {} and I = {} (not both multiples of 8)", d.H, d.I);
+  if (o.gate_up.block_m || o.down.block_m) return "a block_m override (the mapped path's tile height)";
+  bool ok = aligned16(a.x.data) && aligned16(a.out.data);
+  for (const ExpertWeights* w : {&a.w_gate, &a.w_up, &a.w_down}) {
+    if (w->stacked) ok = ok && aligned16(w->stacked->data);
+    for (auto& t : w->per_expert) ok = ok && aligned16(t.data);
+  }
+  return ok ? "" : "tensors not 16-byte aligned";
+}
+
+bool decode_path(const FusedMoeArgs& a, const Dims& d, const FusedMoeOptions& o) {
+  TC_CHECK_ARG(o.decode >= -1 && o.decode <= 1, kOp, "decode", "0 (mapped path), 1 (decode path) or -1 (choose)",
+               std::to_string(o.decode));
+  if (o.decode == 0) return false;
+  const std::string why = decode_blocker(a, d, o);
+  TC_CHECK_ARG(o.decode < 1 || why.empty(), kOp, "decode",
+               "arguments the decode path runs ([N, K] weights, H and I multiples of 8, 16-byte aligned tensors, no "
+               "block_m override)",
+               why);
+  return why.empty() && (o.decode == 1 || (d.T - 1) * d.K * 10 <= d.E);
+}
+
 // Gate and mapping in one launch (when both run): asked for, within the
 // fused kernel's register budget, and where the mapping runs on one block
 // (its last block builds the layout; many slots spread over several).
@@ -215,6 +277,11 @@ void validate_fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, DeviceTy
   }
 }
 
+bool fused_moe_uses_decode(const FusedMoeArgs& a, const FusedMoeParams& p, const FusedMoeOptions& o) {
+  validate_fused_moe(a, p, DeviceType::kCUDA);
+  return decode_path(a, dims_of(a, p), o);
+}
+
 int fused_moe_block_m(const FusedMoeArgs& a, const FusedMoeParams& p, const FusedMoeOptions& o) {
   if (o.gate_up.block_m) return o.gate_up.block_m;
   const Dims d = dims_of(a, p);
@@ -245,6 +312,12 @@ std::vector<jit::KernelSpec> fused_moe_kernel_specs(const FusedMoeArgs& a, const
   };
   add_gemm(router_args(a, b), {});
   MoeTopkGateArgs g{b.logits, a.bias, b.ids, b.weights};
+  if (decode_path(a, d, o)) {
+    if (!p.given_routing) specs.push_back(moe_topk_gate_kernel_spec(g, p.gate));
+    add_gemm(decode_gate_up_args(a, b, d), o.gate_up);
+    add_gemm(decode_down_args(a, b, d), o.down);
+    return specs;
+  }
   if (!p.given_routing && fused_gate_mapping(o, d, sms)) specs.push_back(moe_topk_gate_mapping_kernel_spec(g, p.gate));
   specs.push_back(moe_topk_gate_kernel_spec(g, p.gate));  // stage timings run the two alone
   if (moe_fused_mapping_blocks(d.T * d.K, o.mapping_blocks, sms) == 1) specs.push_back(moe_fused_mapping_kernel_spec());
@@ -283,6 +356,15 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
   MoeGroupedGemmOptions go;
   go.compile = o.compile;
   const bool route = !p.given_routing;
+  if (decode_path(a, d, o)) {  // router, gate, gate/up, down + combine
+    if (route && runs(o, FusedMoeStage::kRouter)) moe_grouped_gemm(router_args(a, b), stream, go);
+    if (route && runs(o, FusedMoeStage::kGate)) moe_topk_gate({b.logits, a.bias, b.ids, b.weights}, p.gate, stream, o.compile);
+    go.config = o.gate_up;
+    if (runs(o, FusedMoeStage::kGateUp)) moe_grouped_gemm(decode_gate_up_args(a, b, d), stream, go);
+    go.config = o.down;
+    if (runs(o, FusedMoeStage::kDown)) moe_grouped_gemm(decode_down_args(a, b, d), stream, go);
+    return;
+  }
   if (route && runs(o, FusedMoeStage::kRouter)) moe_grouped_gemm(router_args(a, b), stream, go);
   const MoeTopkGateArgs gate_args{b.logits, a.bias, b.ids, b.weights};
   const MoeFusedMappingArgs mapping{b.ids, b.counts, b.offsets, b.slot_pos, b.pos_to_token, b.tile_expert, b.num_tiles};

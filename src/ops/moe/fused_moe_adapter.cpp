@@ -376,12 +376,22 @@ class FusedMoeAdapter final : public OpAdapter {
     };
     std::vector<TimedScope> v;
     if (L.router) v.push_back({"routing", "router GEMM + top-k gate", stages({S::kRouter, S::kGate}), 2 * L.T * H * L.E});
-    if (L.router)  // the two in one launch (the layer's path); logits from the router stage of earlier calls
-      v.push_back({"gate_mapping", "top-k gate + mapping, logits given (routing + mapping)", stages({S::kGate, S::kMapping})});
-    v.push_back({"mapping", "expert-major layout and tile schedule", stages({S::kMapping})});
-    v.push_back({"gate_up", "grouped GEMM, gathered rows, silu*up", stages({S::kGateUp}), 2 * R * 2 * H * I});
-    v.push_back({"down", "grouped GEMM", stages({S::kDown}), 2 * R * H * I});
-    v.push_back({"combine", "moe_reduce_fused, weighted, k in order", stages({S::kCombine})});
+    if (ops::fused_moe_uses_decode(a, p, lo)) {
+      // The decode path: no mapping, and the combine runs inside the down
+      // projection, so those two have no stage of their own.
+      if (L.router) v.push_back({"gate_mapping", "top-k gate, logits given (decode path: no mapping)", stages({S::kGate})});
+      v.push_back({"gate_up", "decode path: rows by (token, slot), silu*up", stages({S::kGateUp}), 2 * R * 2 * H * I});
+      v.push_back({"down", "decode path: down projection + combine (weighted, k in order)", stages({S::kDown}),
+                   2 * R * H * I});
+    } else {
+      if (L.router)  // the two in one launch (the layer's path); logits from the router stage of earlier calls
+        v.push_back(
+            {"gate_mapping", "top-k gate + mapping, logits given (routing + mapping)", stages({S::kGate, S::kMapping})});
+      v.push_back({"mapping", "expert-major layout and tile schedule", stages({S::kMapping})});
+      v.push_back({"gate_up", "grouped GEMM, gathered rows, silu*up", stages({S::kGateUp}), 2 * R * 2 * H * I});
+      v.push_back({"down", "grouped GEMM", stages({S::kDown}), 2 * R * H * I});
+      v.push_back({"combine", "moe_reduce_fused, weighted, k in order", stages({S::kCombine})});
+    }
     v.push_back({"kernel_only", "both grouped GEMMs, metadata prepared", stages({S::kGateUp, S::kDown}), expert_flops});
     v.push_back({"experts", "routing given: mapping, GEMMs, combine (vLLM fused_moe's scope)",
                  stages({S::kMapping, S::kGateUp, S::kDown, S::kCombine}), expert_flops});
@@ -575,10 +585,11 @@ class FusedMoeAdapter final : public OpAdapter {
     ops::FusedMoeOptions m;
     m.compile = o.compile;
     // KEY applies to both grouped GEMMs, gate_up_KEY / down_KEY to one;
-    // mapping_blocks to the mapping.
-    const char* arg = "--config (mapping_blocks, KEY, gate_up_KEY or down_KEY)";
+    // mapping_blocks to the mapping, decode to the path.
+    const char* arg = "--config (mapping_blocks, decode, KEY, gate_up_KEY or down_KEY)";
     for (auto& [k, v] : o.config) {
       if (k == "mapping_blocks") m.mapping_blocks = v;
+      else if (k == "decode") m.decode = v;
       else if (k.rfind("gate_up_", 0) == 0) ops::set_config_key(m.gate_up, k.substr(8), v, kOp, arg);
       else if (k.rfind("down_", 0) == 0) ops::set_config_key(m.down, k.substr(5), v, kOp, arg);
       else ops::set_config_key(m.gate_up, k, v, kOp, arg), ops::set_config_key(m.down, k, v, kOp, arg);

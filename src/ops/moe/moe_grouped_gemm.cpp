@@ -24,6 +24,9 @@ constexpr int kSmallTable = 64;          // pointer tables carried in the launch
 constexpr int kLargeTable = 512;
 constexpr int kMaxSmem = 227 * 1024;     // sm_90 opt-in shared memory per block
 
+// Layout rows M: out's rows, times the slots each output row sums (combine).
+int64_t layout_rows(const MoeGroupedGemmArgs& a) { return a.out.shape[0] * std::max<int64_t>(a.combine, 1); }
+
 int table_size(const MoeGroupedGemmArgs& a) {
   if (a.w.stacked) return 0;
   return a.w.num_experts() <= kSmallTable ? kSmallTable : kLargeTable;
@@ -110,7 +113,7 @@ std::vector<const void*> bases(const ExpertWeights& w, int64_t N, int64_t K) {
 
 int64_t block_m_of(const MoeGroupedGemmArgs& a) {
   if (!a.tile_expert) return 0;
-  const int64_t tiles = a.tile_expert->shape[0], M = a.out.shape[0];
+  const int64_t tiles = a.tile_expert->shape[0], M = layout_rows(a);
   return tiles > 0 ? M / tiles : 0;
 }
 
@@ -169,7 +172,11 @@ void validate_moe_grouped_gemm(const MoeGroupedGemmArgs& a, DeviceType backend) 
   const DType dt = a.a.dtype;
   const int64_t K = a.a.shape[1];
   check_tensor(a.out, kOp, "out", {dt, DType::kF32}, 2, backend);
-  const int64_t M = a.out.shape[0], N = a.out.shape[1];
+  TC_CHECK_ARG(a.combine >= 1 && a.combine <= 32, kOp, "combine", "1..32 rows summed per output row",
+               std::to_string(a.combine));
+  TC_CHECK_ARG(a.a_repeat >= 1 && a.a_repeat <= INT_MAX, kOp, "a_repeat", "1..2^31-1 layout rows per row of a",
+               std::to_string(a.a_repeat));
+  const int64_t M = layout_rows(a), N = a.out.shape[1];
   TC_CHECK_ARG(K >= 1 && K <= INT_MAX, kOp, "a", "K (columns) in 1..2^31-1", a.a.describe());
   TC_CHECK_ARG(N >= 1 && N <= INT_MAX && M <= INT_MAX && a.a.shape[0] <= INT_MAX, kOp, "out",
                "N >= 1 and fewer than 2^31 rows and columns", a.out.describe());
@@ -185,8 +192,12 @@ void validate_moe_grouped_gemm(const MoeGroupedGemmArgs& a, DeviceType backend) 
   }
   if (a.a_index) {
     check_tensor(*a.a_index, kOp, "a_index", {DType::kI32}, Shape{M}, backend);
+    TC_CHECK_ARG(a.a_repeat == 1, kOp, "a_repeat", "1 with an a_index", std::to_string(a.a_repeat));
   } else {
-    TC_CHECK_ARG(a.a.shape[0] >= M, kOp, "a", fmt::format("at least M = {} rows (no a_index)", M), a.a.describe());
+    const int64_t need = (M + a.a_repeat - 1) / a.a_repeat;
+    TC_CHECK_ARG(a.a.shape[0] >= need, kOp, "a",
+                 fmt::format("at least {} rows (M = {} layout rows, a_repeat {}, no a_index)", need, M, a.a_repeat),
+                 a.a.describe());
   }
   if (a.tile_expert) {
     check_tensor(*a.tile_expert, kOp, "tile_expert", {DType::kI32}, 1, backend);
@@ -194,12 +205,22 @@ void validate_moe_grouped_gemm(const MoeGroupedGemmArgs& a, DeviceType backend) 
     TC_CHECK_ARG(tiles >= 1 && M % tiles == 0, kOp, "tile_expert", fmt::format("[M / block_m] with M = {}", M),
                  a.tile_expert->describe());
     const int64_t bm = M / tiles;
-    TC_CHECK_ARG(bm == 16 || bm == 32 || bm == 64 || bm == 128, kOp, "tile_expert",
-                 "a schedule of 16-, 32-, 64- or 128-row tiles (M / len(tile_expert))",
+    TC_CHECK_ARG(bm == 1 || bm == 16 || bm == 32 || bm == 64 || bm == 128, kOp, "tile_expert",
+                 "a per-row schedule or one of 16-, 32-, 64- or 128-row tiles (M / len(tile_expert))",
                  fmt::format("{} rows per tile (M = {}, {} tiles)", bm, M, tiles));
+    TC_CHECK_ARG(a.combine == 1 || bm == 1, kOp, "tile_expert",
+                 fmt::format("a per-row schedule ([M] = [{}]) with combine {}", M, a.combine),
+                 a.tile_expert->describe());
   } else {
     TC_CHECK_ARG(E == 1, kOp, "tile_expert", "a tile schedule when there is more than one expert",
                  fmt::format("none, with {} experts", E));
+    TC_CHECK_ARG(a.combine == 1, kOp, "tile_expert", fmt::format("a per-row schedule with combine {}", a.combine),
+                 "none");
+  }
+  if (a.combine > 1) {
+    TC_CHECK_ARG(!a.w_up, kOp, "w_up", "none with combine (a plain projection)", "a gated pair");
+    TC_CHECK_ARG(!a.num_tiles, kOp, "num_tiles", "none with combine (every row of the schedule is live)",
+                 a.num_tiles->describe());
   }
   if (a.num_tiles) check_tensor(*a.num_tiles, kOp, "num_tiles", {DType::kI32}, Shape{1}, backend);
   if (a.row_scale) check_tensor(*a.row_scale, kOp, "row_scale", {DType::kF32}, Shape{M}, backend);
@@ -230,7 +251,7 @@ namespace {
 // tile, so sum of ceil(r_e / block_m) <= used / block_m + (experts holding
 // rows), with used = rows_used (else M).
 int64_t live_tiles_bound(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c) {
-  const int64_t M = a.out.shape[0], N = a.out.shape[1], E = a.w.num_experts();
+  const int64_t M = layout_rows(a), N = a.out.shape[1], E = a.w.num_experts();
   const int64_t used = a.rows_used > 0 ? std::min(a.rows_used, M) : M;
   const int64_t row_tiles = std::min<int64_t>((M + c.block_m - 1) / c.block_m, used / c.block_m + std::min(E, used));
   return std::max<int64_t>(row_tiles, 1) * ((N + c.block_n - 1) / c.block_n);
@@ -274,17 +295,70 @@ bool mma_overrides(const MoeGroupedGemmConfig& o) {
 int resolve_gemv(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over, int block_m) {
   TC_CHECK_ARG(over.gemv >= -1 && over.gemv <= 1, kOp, "gemv", "0 (MMA kernels), 1 (decode kernel) or -1 (choose)",
                std::to_string(over.gemv));
-  const bool gemv_ok = (block_m == 16 || block_m == 32) && a.w.layout == WeightLayout::kNK && vector_ok(a);
+  const bool gemv_ok =
+      (block_m == 1 || block_m == 16 || block_m == 32) && a.w.layout == WeightLayout::kNK && vector_ok(a);
+  const auto given = [&] {
+    return fmt::format("block_m {}, {} weights, {} rows", block_m, weight_layout_name(a.w.layout),
+                       vector_ok(a) ? "aligned" : "unaligned");
+  };
   TC_CHECK_ARG(over.gemv < 1 || gemv_ok, kOp, "gemv",
-               "the decode kernel only for 16- or 32-row tiles, [N, K] weights and 16-byte aligned rows",
-               fmt::format("block_m {}, {} weights, {} rows", block_m, weight_layout_name(a.w.layout),
-                           vector_ok(a) ? "aligned" : "unaligned"));
+               "the decode kernel only for per-row schedules or 16- or 32-row tiles, [N, K] weights and 16-byte "
+               "aligned rows",
+               given());
+  // Only the decode kernel runs per-row schedules, a_repeat and combine.
+  if (block_m == 1 || a.a_repeat > 1 || a.combine > 1) {
+    TC_CHECK_ARG(gemv_ok && over.gemv != 0, kOp, "gemv",
+                 "the decode kernel (gemv 1 or -1; [N, K] weights, 16-byte aligned rows, per-row or 16-/32-row "
+                 "tiles) for a per-row schedule, a_repeat or combine",
+                 fmt::format("gemv {}, {}", over.gemv, given()));
+    return 1;
+  }
   if (over.gemv >= 0) return over.gemv;
   const int64_t per_column = a.a.shape[1] * (a.w_up ? 2 : 1);
   return gemv_ok && !mma_overrides(over) && !over.block_n && a.rows_used > 0 && a.rows_used <= a.w.num_experts() &&
                  per_column >= 4096
              ? 1
              : 0;
+}
+
+// Per-SM imbalance of `items` equal items spread over `sms` SMs: the
+// busiest SM's share over the mean (1 = even). The decode kernels stream
+// weights, so an SM's time is its items' bytes.
+double spread_waste(int64_t items, int sms) {
+  return double((items + sms - 1) / sms) * sms / double(std::max<int64_t>(items, 1));
+}
+
+// The decode kernels' columns per item. GroupedGemv (8 warps x block_n / 8
+// columns): 32 gated / 64 plain, or half that; GroupedGemvCombine: 8 to 64.
+// Default: the widest for tile schedules (their live items are unknown
+// here); for per-row schedules (every row live) the width whose items
+// spread most evenly over the SMs, the wider on a tie (fewer CTAs, longer
+// streams). Qwen3-30B T = 1 gate/up: 192 wide items leave 60 of 132 SMs
+// with twice the weights of the rest, 384 narrow ones (3 CTAs per SM) fit
+// one even wave (18.6 against 19.3 us, H200, session 14); DeepSeek-V3 T = 1:
+// 512 or 1024 items, equally even, and the wide ones won (121 against
+// 129 us).
+int gemv_block_n(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over, int block_m, int sm_count) {
+  const bool dual = a.w_up.has_value();
+  const std::vector<int> widths = a.combine > 1 ? std::vector<int>{64, 32, 16, 8}
+                                                : std::vector<int>{dual ? 32 : 64, dual ? 16 : 32};
+  if (over.block_n) {
+    TC_CHECK_ARG(std::find(widths.begin(), widths.end(), over.block_n) != widths.end(), kOp, "block_n",
+                 a.combine > 1 ? std::string("8, 16, 32 or 64 with combine")
+                               : fmt::format("{} or {} with gemv=1 ({} projection)", widths[0], widths[1],
+                                             dual ? "a gated" : "a plain"),
+                 std::to_string(over.block_n));
+    return over.block_n;
+  }
+  if (block_m != 1 || sm_count <= 0) return widths[0];
+  const int64_t N = a.out.shape[1], rows = a.out.shape[0];  // output rows: items are rows x column blocks
+  int best = widths[0];
+  double best_waste = 1e30;
+  for (int bn : widths) {
+    const double w = spread_waste(rows * ((N + bn - 1) / bn), sm_count);
+    if (w < best_waste * 0.99) best = bn, best_waste = w;
+  }
+  return best;
 }
 
 // The tile height: the schedule's (an override must agree), else the
@@ -294,7 +368,7 @@ int resolve_block_m(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& ove
   if (sched_bm && over.block_m)
     TC_CHECK_ARG(over.block_m == sched_bm, kOp, "block_m", fmt::format("{} (the tile schedule's tile height)", sched_bm),
                  std::to_string(over.block_m));
-  return sched_bm ? int(sched_bm) : (over.block_m ? over.block_m : moe_grouped_gemm_block_m(double(a.out.shape[0])));
+  return sched_bm ? int(sched_bm) : (over.block_m ? over.block_m : moe_grouped_gemm_block_m(double(layout_rows(a))));
 }
 
 }  // namespace
@@ -330,15 +404,8 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                  fmt::format("sm90={} tma={} tma_store={} persistent={} k_splits={} stages={} warps={}x{}", over.sm90,
                              over.tma, over.tma_store, over.persistent, over.k_splits, over.stages, over.warps_m,
                              over.warps_n));
-    // tc::moe::GroupedGemv: 8 warps x block_n / 8 columns per item. Default:
-    // 8 weight rows per lane step (32 columns gated, 64 plain); half that is
-    // there for small launches (finer items spread over more SMs).
-    const int wide = dual ? 32 : 64;
-    TC_CHECK_ARG(!over.block_n || over.block_n == wide || over.block_n == wide / 2, kOp, "block_n",
-                 fmt::format("{} or {} with gemv=1 ({} projection)", wide, wide / 2, dual ? "a gated" : "a plain"),
-                 std::to_string(over.block_n));
-    c.sm90 = 0, c.stages = 0;
-    c.block_n = over.block_n ? over.block_n : wide, c.warps_m = 1, c.warps_n = 8;
+    c.sm90 = 0, c.stages = 0, c.warps_m = 1, c.warps_n = 8;
+    c.block_n = gemv_block_n(a, over, c.block_m, sm_count);
     return c;
   }
   const bool sm90_ok = cc_major == 9 && (c.block_m == 128 || c.block_m == 64) && vector_ok(a);
@@ -460,6 +527,10 @@ jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const 
                                       table ? fmt::format(" ptr-table{}", table) : "");
   const std::string in = dtype_kernel_type(a.a.dtype), out = dtype_kernel_type(a.out.dtype);
   const std::string lay = layout == WeightLayout::kNK ? "0" : "1", gated = dual ? "true" : "false";
+  if (c.gemv == 1 && a.combine > 1)
+    return {"moe/grouped_gemv.cuh", "tc::moe::grouped_gemv_combine_kernel",
+            {in, out, std::to_string(c.block_n), std::to_string(table)}, cfg + fmt::format(" combine{}", a.combine),
+            true};
   if (c.gemv == 1)
     return {"moe/grouped_gemv.cuh", "tc::moe::grouped_gemv_kernel",
             {in, out, std::to_string(c.block_m), std::to_string(c.block_n), gated, std::to_string(table)}, cfg, true};
@@ -575,7 +646,7 @@ void launch_tma(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c, cons
 
 void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGroupedGemmOptions& o) {
   validate_moe_grouped_gemm(a, DeviceType::kCUDA);
-  const int64_t M = a.out.shape[0], N = a.out.shape[1], K = a.a.shape[1];
+  const int64_t M = layout_rows(a), N = a.out.shape[1], K = a.a.shape[1];
   if (M == 0) return;
   const rt::DeviceInfo dev = rt::device_info(a.a.device.index);  // one lookup (a copy under a lock) per call
   const MoeGroupedGemmConfig c = moe_grouped_gemm_config(a, o.config, dev.cc_major, dev.sm_count);
@@ -586,7 +657,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
                         uint64_t(a.out.dtype) << 35 | uint64_t(a.w.layout) << 39 | uint64_t(dual) << 40 |
                         uint64_t(vec) << 41 | uint64_t(table) << 42 | uint64_t(c.sm90) << 53 |
                         uint64_t(std::max(c.tma, 0)) << 55 | uint64_t(c.k_splits > 1) << 57 |
-                        uint64_t(c.gemv == 1) << 58 | uint64_t(c.tma_store == 1) << 59;
+                        uint64_t(c.gemv == 1) << 58 | uint64_t(c.tma_store == 1) << 59 | uint64_t(a.combine > 1) << 60;
   const int smem = smem_bytes(c, dual);
   static jit::OpKernelCache kernels;
   const jit::Launchable& k = kernels.get(
@@ -610,13 +681,17 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   p.ldc = N;
   p.M = int(M), p.N = int(N), p.K = int(K), p.a_rows = int(a.a.shape[0]);
   p.group_m = c.group_m;
+  p.a_repeat = int(a.a_repeat), p.combine = int(a.combine), p.prefetch = a.schedule_settled;
   unsigned grid_x = unsigned((M + c.block_m - 1) / c.block_m), grid_y = unsigned((N + c.block_n - 1) / c.block_n);
   TC_CHECK_ARG(c.group_m > 0 || c.sm90 == 2 || grid_y <= 65535, kOp, "out", "N / block_n <= 65535",
                a.out.describe());
   TC_CHECK_ARG(uint64_t(grid_x) * grid_y <= uint64_t(INT_MAX), kOp, "out", "fewer than 2^31 output tiles",
                a.out.describe());
   p.tiles_total = int64_t(grid_x) * grid_y;
-  if (c.gemv == 1) {
+  if (c.gemv == 1 && a.combine > 1) {
+    grid_x = unsigned(a.out.shape[0] * grid_y);  // one CTA per item (output row x block_n columns)
+    grid_y = 1;
+  } else if (c.gemv == 1) {
     // One CTA per item (row tile x block_n columns) that can hold rows; the
     // kernel loops when there are more.
     grid_x = unsigned(std::min<int64_t>(p.tiles_total, live_tiles_bound(a, c)));
@@ -686,7 +761,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
 
 void moe_grouped_gemm_cpu(const MoeGroupedGemmArgs& a) {
   validate_moe_grouped_gemm(a, DeviceType::kCPU);
-  const int64_t M = a.out.shape[0], N = a.out.shape[1], K = a.a.shape[1];
+  const int64_t M = layout_rows(a), N = a.out.shape[1], K = a.a.shape[1], S = a.combine;
   const auto w = bases(a.w, N, K);
   const auto u = a.w_up ? bases(*a.w_up, N, K) : std::vector<const void*>();
   reference::MoeGroupedGemmRef r{};
@@ -697,16 +772,36 @@ void moe_grouped_gemm_cpu(const MoeGroupedGemmArgs& a) {
   r.load_w = reference::weights_from_memory(w.data(), a.w_up ? u.data() : nullptr, a.a.dtype,
                                             a.w.layout == WeightLayout::kKN, N, K);
   r.gated = a.w_up.has_value();
-  r.a_index = a.a_index ? a.a_index->ptr<int32_t>() : nullptr;
+  std::vector<int32_t> repeat_index;  // a_repeat as the gather it stands for
+  if (!a.a_index && a.a_repeat > 1) {
+    repeat_index.resize(size_t(M));
+    for (int64_t row = 0; row < M; ++row) repeat_index[size_t(row)] = int32_t(row / a.a_repeat);
+  }
+  r.a_index = a.a_index ? a.a_index->ptr<int32_t>() : repeat_index.empty() ? nullptr : repeat_index.data();
   r.row_token = a.row_token ? a.row_token->ptr<int32_t>() : nullptr;
   r.tile_expert = a.tile_expert ? a.tile_expert->ptr<int32_t>() : nullptr;
   r.num_tiles = a.num_tiles ? a.num_tiles->ptr<int32_t>() : nullptr;
   r.row_scale = a.row_scale ? a.row_scale->ptr<float>() : nullptr;
   r.row_mask = nullptr;
-  r.out = a.out.data, r.out_dtype = a.out.dtype;
+  // combine: every layout row in fp32 (rows without an expert stay 0), then
+  // each output row's S rows summed in order in float64 and rounded once.
+  std::vector<float> rows(S > 1 ? size_t(M * N) : 0, 0.f);
+  r.out = S > 1 ? rows.data() : a.out.data, r.out_dtype = S > 1 ? DType::kF32 : a.out.dtype;
   r.M = M, r.N = N, r.K = K, r.E = a.w.num_experts(), r.a_rows = a.a.shape[0];
   r.block_m = a.tile_expert ? block_m_of(a) : std::max<int64_t>(M, 1);
   reference::moe_grouped_gemm(r);
+  for (int64_t t = 0; S > 1 && t < M / S; ++t)
+    for (int64_t n = 0; n < N; ++n) {
+      double v = 0;
+      for (int64_t j = 0; j < S; ++j) v += rows[size_t((t * S + j) * N + n)];
+      const float f = float(v);
+      const size_t i = size_t(t * N + n);
+      switch (a.out.dtype) {
+        case DType::kBF16: static_cast<uint16_t*>(a.out.data)[i] = conv::f32_to_bf16(f); break;
+        case DType::kF16: static_cast<uint16_t*>(a.out.data)[i] = conv::f32_to_f16(f); break;
+        default: static_cast<float*>(a.out.data)[i] = f; break;
+      }
+    }
 }
 
 }  // namespace tilecraft::ops
