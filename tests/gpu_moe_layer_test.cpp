@@ -209,6 +209,7 @@ TEST(GpuMoeGroupedGemm, PerRowSchedules) {
     // only where the expert is live).
     for (int bn : {32, 16}) {
       HostTensor want(dt, {T * S, N});
+      std::memset(want.data(), 0, want.nbytes());  // rows without an expert are not written
       ops::MoeGroupedGemmArgs g;
       g.a = x.view(), g.w = experts(w, dw, true), g.w_up = experts(wu, dwu, true), g.out = want.view();
       g.tile_expert = ids.view(), g.a_repeat = S;
@@ -229,7 +230,7 @@ TEST(GpuMoeGroupedGemm, PerRowSchedules) {
     }
     // Down + combine: A = hs [T S, K], out [T, N].
     for (DType out_dt : {dt, DType::kF32})
-      for (int bn : {8, 16, 32, 64})
+      for (int bn : {8, 16})
         for (bool settled : {false, true}) {
           HostTensor want(out_dt, {T, N});
           ops::MoeGroupedGemmArgs g;

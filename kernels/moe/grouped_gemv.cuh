@@ -235,23 +235,24 @@ __global__ void __launch_bounds__(256, grouped_gemv_min_ctas(BN, DUAL))
 // The decode path's down projection with the combine fused in (p.combine =
 // S slots per output row, a per-row schedule: tile_expert[row] is row's
 // expert): out[t, n] = sum over j < S, in order, of row_scale[row] *
-// (A[row] . W_e[n]), row = t * S + j, accumulated in fp32 and rounded once.
-// Rows whose expert is outside [0, num_experts) add nothing (their A rows
-// are never read). A CTA of 8 warps takes items (output row t, BN
-// columns); warp w owns columns CPW w .. CPW w + CPW - 1, and each lane
-// walks the flattened (slot, 8-element chunk) sequence lane, lane + 32, ...,
-// so the loads in flight span slots (one slot's K alone is 3 chunks per
-// lane for Qwen3-30B's I = 768). Deterministic: fixed per-lane order, fixed
-// shuffle tree. Requires K % 8 == 0, 16-byte aligned rows, layout NK.
+// round(A[row] . W_e[n]), row = t * S + j: each slot's product is rounded to
+// the output type first, as a separate down projection would store it, so
+// the result has the mapped path's rounding; the sum is in fp32 and rounded
+// once. Rows whose expert is outside [0, num_experts) add nothing (their A
+// rows are never read).
+//
+// A CTA of 8 warps takes items (output row t, BN columns). Warps split the
+// item by (slot, part of K): with S < 8 slots, G = 8 / S warps share a slot's
+// K; each streams BN weight rows and the slot's A row, so a lane keeps BN
+// (x the unroll) 16-byte loads in flight. Warp sums go to shared memory, and
+// thread c then adds column c's parts and slots in a fixed order:
+// deterministic. Requires K % 8 == 0, 16-byte aligned rows, layout NK.
 template <typename T, typename OutT, int BN, int TABLE>
 struct GroupedGemvCombine {
   static constexpr int kWarps = 8, kThreads = kWarps * 32;
-  static constexpr int CPW = BN / kWarps;
-  static constexpr int kMaxSlots = 32;          // fused_moe's top_k limit
-  // About 16 loads of 16 bytes in flight per lane: CPW weight rows and the A
-  // row per unit (more spilled on sm_80 at one column per warp).
-  static constexpr int kUnroll = 16 / (CPW + 1) > 1 ? 16 / (CPW + 1) : 1;
-  static_assert(BN % kWarps == 0 && CPW >= 1 && CPW <= 8, "1 to 8 columns per warp");
+  static constexpr int kMaxSlots = 32;                   // fused_moe's top_k limit
+  static constexpr int kUnroll = BN >= 16 ? 1 : 16 / BN;  // 16 weight loads in flight per lane
+  static_assert(BN == 8 || BN == 16, "8 or 16 columns per item");
   static_assert(sizeof(T) == 2, "16-bit inputs");
 
   static __device__ __forceinline__ void prefetch(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L) {
@@ -267,57 +268,70 @@ struct GroupedGemvCombine {
     __shared__ const T* wbase[kMaxSlots];
     __shared__ const T* arow[kMaxSlots];
     __shared__ float scale[kMaxSlots];
+    __shared__ float part[kMaxSlots][BN];  // [slot * G + K part][column]; S * G <= max(S, 8)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int S = p.combine, outs = p.M / S, col_blocks = (p.N + BN - 1) / BN;
-    const int chunks = p.K / 8, units = S * chunks;
+    const int G = S >= kWarps ? 1 : kWarps / S, chunks = p.K / 8;
     const long long items = (long long)outs * col_blocks;
     for (long long item = blockIdx.x; item < items; item += gridDim.x) {
       const int t = int(item / col_blocks), cb = int(item % col_blocks);
-      __syncthreads();  // the previous item's slots have been read
+      __syncthreads();  // the previous item's slots and parts have been read
       if (threadIdx.x < S) {
         const int row = t * S + threadIdx.x;
         const int e = p.tile_expert[row], s = gemv_a_row(p, row);
         const bool ok = e >= 0 && e < p.num_experts && s >= 0 && s < p.a_rows;
         wbase[threadIdx.x] = ok ? gemm_expert_weights<T, TABLE>(L, 0, e) : nullptr;
         arow[threadIdx.x] = ok ? static_cast<const T*>(p.a) + (long long)s * p.lda : nullptr;
-        scale[threadIdx.x] = ok ? (p.row_scale ? p.row_scale[row] : 1.f) : 0.f;
+        scale[threadIdx.x] = p.row_scale ? p.row_scale[row] : 1.f;
       }
       __syncthreads();
-      const int n0 = cb * BN + warp * CPW, ncols = min(CPW, p.N - n0);
-      float acc[CPW];
-#pragma unroll
-      for (int c = 0; c < CPW; ++c) acc[c] = 0.f;
-#pragma unroll kUnroll
-      for (int u = lane; u < units; u += 32) {
-        const int j = u / chunks, q = u - j * chunks;
+      const int n0 = cb * BN, ncols = min(BN, p.N - n0);
+      for (int sw = warp; sw < S * G; sw += kWarps) {
+        const int j = sw / G, kp = sw % G;
         const T* w = wbase[j];
-        const bool live = w != nullptr;
-        Vec<T, 8> wv[CPW];
+        const T* a = arow[j];
+        float acc[BN];
 #pragma unroll
-        for (int c = 0; c < CPW; ++c)
-          wv[c] = load_stream_if<T, 8, true>(w + (long long)(n0 + c) * p.ldb + 8 * q, live && c < ncols);
-        Vec<T, 8> xv;
-        if (live) *reinterpret_cast<uint4*>(&xv) = __ldg(reinterpret_cast<const uint4*>(arow[j] + 8 * q));
-        else *reinterpret_cast<uint4*>(&xv) = make_uint4(0, 0, 0, 0);
-        float xf[8];
+        for (int c = 0; c < BN; ++c) acc[c] = 0.f;
+        if (w != nullptr) {
+          const int q1 = int((long long)chunks * (kp + 1) / G);
+#pragma unroll kUnroll
+          for (int q = int((long long)chunks * kp / G) + lane; q < q1; q += 32) {
+            Vec<T, 8> wv[BN];
 #pragma unroll
-        for (int k = 0; k < 8; ++k) xf[k] = to_float(xv.v[k]);
-        const float sc = scale[j];
+            for (int c = 0; c < BN; ++c)
+              wv[c] = load_stream_if<T, 8, true>(w + (long long)(n0 + c) * p.ldb + 8 * q, c < ncols);
+            Vec<T, 8> xv;
+            *reinterpret_cast<uint4*>(&xv) = __ldg(reinterpret_cast<const uint4*>(a + 8 * q));
+            float xf[8];
 #pragma unroll
-        for (int c = 0; c < CPW; ++c) {
-          float d = 0.f;
+            for (int k = 0; k < 8; ++k) xf[k] = to_float(xv.v[k]);
 #pragma unroll
-          for (int k = 0; k < 8; ++k) d = fmaf(to_float(wv[c].v[k]), xf[k], d);
-          acc[c] = fmaf(sc, d, acc[c]);
+            for (int c = 0; c < BN; ++c)
+#pragma unroll
+              for (int k = 0; k < 8; ++k) acc[c] = fmaf(to_float(wv[c].v[k]), xf[k], acc[c]);
+          }
         }
+#pragma unroll
+        for (int c = 0; c < BN; ++c)
+#pragma unroll
+          for (int off = 16; off > 0; off >>= 1) acc[c] += __shfl_xor_sync(0xffffffffu, acc[c], off);
+#pragma unroll
+        for (int c = 0; c < BN; ++c)
+          if (lane == c) part[sw][c] = acc[c];
       }
-#pragma unroll
-      for (int c = 0; c < CPW; ++c)
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) acc[c] += __shfl_xor_sync(0xffffffffu, acc[c], off);
-#pragma unroll
-      for (int c = 0; c < CPW; ++c)
-        if (lane == c && c < ncols) static_cast<OutT*>(p.c)[(long long)t * p.ldc + n0 + c] = from_float<OutT>(acc[c]);
+      __syncthreads();
+      if (threadIdx.x < ncols) {
+        const int c = threadIdx.x;
+        float o = 0.f;
+        for (int j = 0; j < S; ++j) {
+          if (wbase[j] == nullptr) continue;
+          float y = 0.f;
+          for (int kp = 0; kp < G; ++kp) y += part[j * G + kp][c];
+          o = fmaf(scale[j], to_float(from_float<OutT>(y)), o);
+        }
+        static_cast<OutT*>(p.c)[(long long)t * p.ldc + n0 + c] = from_float<OutT>(o);
+      }
     }
   }
 };

@@ -60,9 +60,11 @@ struct MoeGroupedGemmArgs {
   //   token's top_k rows from its one row of x).
   // - combine = S > 1 (plain projection, at most 32): out has M / S rows, and
   //   out[t] = sum over j < S, in order, of row_scale[t S + j] *
-  //   (A . W_e)[t S + j], accumulated in fp32 and rounded once (the down
-  //   projection with the weighted combine fused in); rows whose expert is
-  //   outside [0, E) add nothing.
+  //   round((A . W_e)[t S + j]): each product rounded to out's type (as a
+  //   separate down projection stores it), the sum in fp32, rounded once
+  //   (the down projection with the weighted combine fused in, with the
+  //   mapped path's rounding); rows whose expert is outside [0, E) add
+  //   nothing.
   int64_t a_repeat = 1;
   int64_t combine = 1;
   // tile_expert (and num_tiles) were complete before the previous kernel on
@@ -104,7 +106,7 @@ struct MoeGroupedGemmConfig {
   // output column reads >= 4096 weight elements, K x matrices; never next to
   // an MMA-only override such as k_splits or block_n). With gemv=1, block_n
   // sets its columns per item: 32 (default) or 16 gated, 64 or 32 plain;
-  // 8, 16, 32 or 64 with combine. Per-row schedules (block_m = 1) always
+  // 16 or 8 with combine. Per-row schedules (block_m = 1) always
   // take it, and by default the width whose items spread most evenly over
   // the SMs.
   int gemv = -1;

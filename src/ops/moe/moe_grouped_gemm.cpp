@@ -329,7 +329,7 @@ double spread_waste(int64_t items, int sms) {
 }
 
 // The decode kernels' columns per item. GroupedGemv (8 warps x block_n / 8
-// columns): 32 gated / 64 plain, or half that; GroupedGemvCombine: 8 to 64.
+// columns): 32 gated / 64 plain, or half that; GroupedGemvCombine: 16 or 8.
 // Default: the widest for tile schedules (their live items are unknown
 // here); for per-row schedules (every row live) the width whose items
 // spread most evenly over the SMs, the wider on a tie (fewer CTAs, longer
@@ -340,11 +340,11 @@ double spread_waste(int64_t items, int sms) {
 // 129 us).
 int gemv_block_n(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over, int block_m, int sm_count) {
   const bool dual = a.w_up.has_value();
-  const std::vector<int> widths = a.combine > 1 ? std::vector<int>{64, 32, 16, 8}
+  const std::vector<int> widths = a.combine > 1 ? std::vector<int>{16, 8}
                                                 : std::vector<int>{dual ? 32 : 64, dual ? 16 : 32};
   if (over.block_n) {
     TC_CHECK_ARG(std::find(widths.begin(), widths.end(), over.block_n) != widths.end(), kOp, "block_n",
-                 a.combine > 1 ? std::string("8, 16, 32 or 64 with combine")
+                 a.combine > 1 ? std::string("8 or 16 with combine")
                                : fmt::format("{} or {} with gemv=1 ({} projection)", widths[0], widths[1],
                                              dual ? "a gated" : "a plain"),
                  std::to_string(over.block_n));
@@ -781,25 +781,38 @@ void moe_grouped_gemm_cpu(const MoeGroupedGemmArgs& a) {
   r.row_token = a.row_token ? a.row_token->ptr<int32_t>() : nullptr;
   r.tile_expert = a.tile_expert ? a.tile_expert->ptr<int32_t>() : nullptr;
   r.num_tiles = a.num_tiles ? a.num_tiles->ptr<int32_t>() : nullptr;
-  r.row_scale = a.row_scale ? a.row_scale->ptr<float>() : nullptr;
+  r.row_scale = a.row_scale && S == 1 ? a.row_scale->ptr<float>() : nullptr;  // combine scales after rounding
   r.row_mask = nullptr;
-  // combine: every layout row in fp32 (rows without an expert stay 0), then
-  // each output row's S rows summed in order in float64 and rounded once.
+  // combine: every layout row in fp32, rounded to the output type (as a
+  // down projection would store it), then each output row's S rows times
+  // their scales summed in order in fp32 (fma) and rounded once; rows
+  // without an expert add nothing.
   std::vector<float> rows(S > 1 ? size_t(M * N) : 0, 0.f);
   r.out = S > 1 ? rows.data() : a.out.data, r.out_dtype = S > 1 ? DType::kF32 : a.out.dtype;
   r.M = M, r.N = N, r.K = K, r.E = a.w.num_experts(), r.a_rows = a.a.shape[0];
   r.block_m = a.tile_expert ? block_m_of(a) : std::max<int64_t>(M, 1);
   reference::moe_grouped_gemm(r);
+  auto round_out = [&](float v) {
+    switch (a.out.dtype) {
+      case DType::kBF16: return conv::bf16_to_f32(conv::f32_to_bf16(v));
+      case DType::kF16: return conv::f16_to_f32(conv::f32_to_f16(v));
+      default: return v;
+    }
+  };
   for (int64_t t = 0; S > 1 && t < M / S; ++t)
     for (int64_t n = 0; n < N; ++n) {
-      double v = 0;
-      for (int64_t j = 0; j < S; ++j) v += rows[size_t((t * S + j) * N + n)];
-      const float f = float(v);
+      float acc = 0.f;
+      for (int64_t j = 0; j < S; ++j) {
+        const int64_t row = t * S + j;
+        if (reference::grouped_gemm_row_expert(r, row) < 0) continue;
+        const float scale = a.row_scale ? a.row_scale->ptr<float>()[row] : 1.f;
+        acc = std::fma(round_out(rows[size_t(row * N + n)]), scale, acc);
+      }
       const size_t i = size_t(t * N + n);
       switch (a.out.dtype) {
-        case DType::kBF16: static_cast<uint16_t*>(a.out.data)[i] = conv::f32_to_bf16(f); break;
-        case DType::kF16: static_cast<uint16_t*>(a.out.data)[i] = conv::f32_to_f16(f); break;
-        default: static_cast<float*>(a.out.data)[i] = f; break;
+        case DType::kBF16: static_cast<uint16_t*>(a.out.data)[i] = conv::f32_to_bf16(acc); break;
+        case DType::kF16: static_cast<uint16_t*>(a.out.data)[i] = conv::f32_to_f16(acc); break;
+        default: static_cast<float*>(a.out.data)[i] = acc; break;
       }
     }
 }
