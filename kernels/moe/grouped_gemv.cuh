@@ -53,16 +53,17 @@ __device__ __forceinline__ void gemv_prefetch_l2(const void* ptr, long long byte
 #endif
 }
 
-// The weight rows [n0, n0 + cols) of matrix m of expert e (layout NK: one
-// contiguous block) into L2; e outside the experts is skipped.
+// Up to max_bytes (a multiple of 16) of the weight rows [n0, n0 + cols) of
+// matrix m of expert e (layout NK: one contiguous block) into L2; e outside
+// the experts is skipped.
 template <typename T, int TABLE>
 __device__ __forceinline__ void gemv_prefetch_rows(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L, int m, int e, int n0,
-                                                   int cols) {
+                                                   int cols, long long max_bytes) {
   const GroupedGemmParams& p = L.p;
   if (e < 0 || e >= p.num_experts || n0 >= p.N) return;
   cols = min(cols, p.N - n0);
   gemv_prefetch_l2(gemm_expert_weights<T, TABLE>(L, m, e) + (long long)n0 * p.ldb,
-                   (long long)cols * p.ldb * (long long)sizeof(T));
+                   min((long long)cols * p.ldb * (long long)sizeof(T), max_bytes));
 }
 
 template <typename T, typename OutT, int BM, int BN, bool DUAL, int TABLE>
@@ -260,7 +261,7 @@ struct GroupedGemvCombine {
     const int S = p.combine, col_blocks = (p.N + BN - 1) / BN;
     const int t = int(blockIdx.x / col_blocks), cb = int(blockIdx.x % col_blocks);
     if (threadIdx.x >= S || threadIdx.x >= kMaxSlots || t >= p.M / S) return;
-    gemv_prefetch_rows<T, TABLE>(L, 0, p.tile_expert[t * S + threadIdx.x], cb * BN, BN);
+    gemv_prefetch_rows<T, TABLE>(L, 0, p.tile_expert[t * S + threadIdx.x], cb * BN, BN, p.prefetch);
   }
 
   static __device__ __forceinline__ void run(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L) {
@@ -339,7 +340,7 @@ struct GroupedGemvCombine {
 template <typename T, typename OutT, int BN, int TABLE>
 __global__ void __launch_bounds__(256, 2) grouped_gemv_combine_kernel(const GroupedGemmLaunch<TABLE ? TABLE : 1> L) {
   using G = GroupedGemvCombine<T, OutT, BN, TABLE>;
-  if (L.p.prefetch) G::prefetch(L);
+  if (L.p.prefetch > 0) G::prefetch(L);
   grid_dependency_begin();
   G::run(L);
 }
