@@ -520,9 +520,11 @@ TEST(MoeGroupedGemmCpu, PerRowScheduleConfig) {
       ids(DType::kI32, {T * S}), idx(DType::kI32, {T * S});
   auto g = per_row_args(a.view(), w.view(), out.view(), ids.view(), S, true);
   EXPECT_NO_THROW(ops::validate_moe_grouped_gemm(g, DeviceType::kCPU));
-  // Qwen3-30B-shaped: 2048 columns x 1 token, 132 SMs: 16 columns (128 items) is the
-  // widest that spreads evenly.
-  EXPECT_EQ(ops::moe_grouped_gemm_config(g, {}, 9, 132).block_n, 16);
+  // Qwen3-30B-shaped: 2048 columns x 1 token, 132 SMs: 128 items of 16
+  // columns and 256 of 8 spread equally evenly; the narrower wins the tie.
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, {}, 9, 132).block_n, 8);
+  // 1000 SMs (more than either count): 8 (256 busy SMs against 128).
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, {}, 9, 1000).block_n, 8);
   ops::MoeGroupedGemmConfig mma;
   mma.gemv = 0;
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, mma, 9, 132), ErrorKind::kInvalidArgument, "moe_grouped_gemm",

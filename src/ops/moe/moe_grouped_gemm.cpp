@@ -332,12 +332,15 @@ double spread_waste(int64_t items, int sms) {
 // columns): 32 gated / 64 plain, or half that; GroupedGemvCombine: 16 or 8.
 // Default: the widest for tile schedules (their live items are unknown
 // here); for per-row schedules (every row live) the width whose items
-// spread most evenly over the SMs, the wider on a tie (fewer CTAs, longer
-// streams). Qwen3-30B T = 1 gate/up: 192 wide items leave 60 of 132 SMs
-// with twice the weights of the rest, 384 narrow ones (3 CTAs per SM) fit
-// one even wave (18.6 against 19.3 us, H200, session 14); DeepSeek-V3 T = 1:
-// 512 or 1024 items, equally even, and the wide ones won (121 against
-// 129 us).
+// spread most evenly over the SMs. On a tie gate/up takes the wider (fewer
+// CTAs, longer streams), the combine kernel the narrower (two CTAs per SM
+// instead of one: twice the loads in flight). H200, session 14: Qwen3-30B
+// T = 1 gate/up: 192 wide items leave 60 of 132 SMs with twice the weights
+// of the rest, 384 narrow ones (3 CTAs per SM) fit one even wave (18.6
+// against 19.3 us); DeepSeek-V3 T = 1: 512 or 1024 items, equally even, and
+// the wide ones won (121 against 129 us). Qwen3-30B T = 1 down + combine:
+// 256 items of 8 columns against 128 of 16, layer 25.3-25.7 against
+// 26.4-27.0 us.
 int gemv_block_n(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over, int block_m, int sm_count) {
   const bool dual = a.w_up.has_value();
   const std::vector<int> widths = a.combine > 1 ? std::vector<int>{16, 8}
@@ -356,7 +359,8 @@ int gemv_block_n(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over, 
   double best_waste = 1e30;
   for (int bn : widths) {
     const double w = spread_waste(rows * ((N + bn - 1) / bn), sm_count);
-    if (w < best_waste * 0.99) best = bn, best_waste = w;
+    const bool tie_to_narrow = a.combine > 1 && w <= best_waste * 1.01;
+    if (w < best_waste * 0.99 || tie_to_narrow) best = bn, best_waste = std::min(w, best_waste);
   }
   return best;
 }
