@@ -66,6 +66,16 @@ __device__ __forceinline__ void gemv_prefetch_rows(const GroupedGemmLaunch<TABLE
                    min((long long)cols * p.ldb * (long long)sizeof(T), max_bytes));
 }
 
+// 8 elements of an A row from `ptr` as fp32 (zeros where !ok).
+template <typename T>
+__device__ __forceinline__ void gemv_load_a8(const T* ptr, bool ok, float (&xf)[8]) {
+  Vec<T, 8> xv;
+  if (ok) *reinterpret_cast<uint4*>(&xv) = __ldg(reinterpret_cast<const uint4*>(ptr));
+  else *reinterpret_cast<uint4*>(&xv) = make_uint4(0, 0, 0, 0);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) xf[j] = to_float(xv.v[j]);
+}
+
 template <typename T, typename OutT, int BM, int BN, bool DUAL, int TABLE>
 struct GroupedGemv {
   static constexpr int kWarps = 8, kThreads = kWarps * 32;
@@ -136,12 +146,8 @@ struct GroupedGemv {
           wv[m][c] = load_stream_if<T, 8, true>(wrow[m] + c * p.ldb + 8 * q, c < ncols);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        Vec<T, 8> xv;
-        if (rok[r]) *reinterpret_cast<uint4*>(&xv) = __ldg(reinterpret_cast<const uint4*>(arow[r] + 8 * q));
-        else *reinterpret_cast<uint4*>(&xv) = make_uint4(0, 0, 0, 0);
         float xf[8];
-#pragma unroll
-        for (int j = 0; j < 8; ++j) xf[j] = to_float(xv.v[j]);
+        gemv_load_a8(arow[r] + 8 * q, rok[r], xf);
 #pragma unroll
         for (int m = 0; m < kB; ++m)
 #pragma unroll
@@ -302,11 +308,8 @@ struct GroupedGemvCombine {
 #pragma unroll
             for (int c = 0; c < BN; ++c)
               wv[c] = load_stream_if<T, 8, true>(w + (long long)(n0 + c) * p.ldb + 8 * q, c < ncols);
-            Vec<T, 8> xv;
-            *reinterpret_cast<uint4*>(&xv) = __ldg(reinterpret_cast<const uint4*>(a + 8 * q));
             float xf[8];
-#pragma unroll
-            for (int k = 0; k < 8; ++k) xf[k] = to_float(xv.v[k]);
+            gemv_load_a8(a + 8 * q, true, xf);
 #pragma unroll
             for (int c = 0; c < BN; ++c)
 #pragma unroll

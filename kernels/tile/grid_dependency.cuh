@@ -5,6 +5,10 @@
 // to this call, which holds them until the previous grid has finished and
 // its writes are visible. So a kernel calls it before its first global
 // access (read or write), and may do only shared-memory setup before it.
+// One exception: reads of data the caller declares complete before the
+// previous kernel began (each CTA of that kernel passed its own wait before
+// this one could launch), used only as hints, such as the decode combine
+// kernel's L2 prefetch from its routing ids (GroupedGemmParams::prefetch).
 // It also lets the next kernel be scheduled at once: that kernel waits the
 // same way, so it cannot run ahead of this one's results. On older GPUs and
 // under a plain launch both instructions return at once.
