@@ -184,9 +184,10 @@ void fused_moe(const Array& x, const Array& w_router, const std::vector<Array>& 
                const std::vector<Array>& w_down, bool stacked, const std::string& layout, const OptArray& bias,
                const Array& out, const OptArray& ids, const OptArray& weights, int top_k, const std::string& mode,
                bool renormalize, int n_group, int topk_group, float scale, const std::string& score_dtype,
-               bool given_routing,
-               ops::FusedMoeWorkspace* ws, uint64_t stream) {
+               bool given_routing, ops::FusedMoeWorkspace* ws, const std::map<std::string, int>& config,
+               uint64_t stream) {
   const char* op = "fused_moe";
+  const ops::FusedMoeOptions options = ops::fused_moe_options(config, "config");
   ops::FusedMoeArgs a;
   a.x = view_of(x, op, "x");
   a.w_router = view_of(w_router, op, "w_router");
@@ -202,7 +203,7 @@ void fused_moe(const Array& x, const Array& w_router, const std::vector<Array>& 
   p.gate = gate_params(op, mode, renormalize, n_group, topk_group, scale, score_dtype);
   p.given_routing = given_routing;
   nb::gil_scoped_release nogil;
-  if (backend_of(a.x) == DeviceType::kCUDA) ops::fused_moe(a, p, stream_of(stream), ws);
+  if (backend_of(a.x) == DeviceType::kCUDA) ops::fused_moe(a, p, stream_of(stream), ws, options);
   else ops::fused_moe_cpu(a, p);
 }
 
@@ -283,7 +284,7 @@ NB_MODULE(_C, m) {
         nb::arg("w_down"), nb::arg("stacked"), nb::arg("layout"), nb::arg("bias").none(), nb::arg("out"),
         nb::arg("ids").none(), nb::arg("weights").none(), nb::arg("top_k"), nb::arg("mode"), nb::arg("renormalize"),
         nb::arg("n_group"), nb::arg("topk_group"), nb::arg("scale"), nb::arg("score_dtype"), nb::arg("given_routing"),
-        nb::arg("workspace").none(), nb::arg("stream"));
+        nb::arg("workspace").none(), nb::arg("config"), nb::arg("stream"));
   m.def("mapping_rows", &ops::moe_fused_mapping_rows, nb::arg("T"), nb::arg("K"), nb::arg("E"), nb::arg("block_m"));
   m.def("grouped_gemm_block_m", &ops::moe_grouped_gemm_block_m, nb::arg("rows_per_expert"));
   m.def("env_json", [] { return harness::capture_env().j.dump(); });

@@ -123,6 +123,21 @@ def test_fused_moe_layer_and_object(rng):
     np.testing.assert_array_equal(layer(x), out)
 
 
+def test_fused_moe_config_keys_are_checked(rng):
+    H, I, E, K = 64, 32, 8, 2
+    x = rng.standard_normal((1, H)).astype(np.float16)
+    wr = (rng.standard_normal((E, H)) / 8).astype(np.float16)
+    wg = (rng.standard_normal((E, I, H)) / 8).astype(np.float16)
+    wd = (rng.standard_normal((E, H, I)) / 6).astype(np.float16)
+    ref = tilecraft.fused_moe(x, wr, wg, wg, wd, K)
+    # Valid overrides (they choose kernels, so the CPU golden is unchanged).
+    np.testing.assert_array_equal(tilecraft.fused_moe(x, wr, wg, wg, wd, K, config={"decode": 0, "down_gemv": 1}), ref)
+    with pytest.raises(ValueError, match="fused_moe.*config.*'bogus'"):
+        tilecraft.fused_moe(x, wr, wg, wg, wd, K, config={"bogus": 1})
+    with pytest.raises(ValueError, match="fused_moe.*decode.*2"):
+        tilecraft.fused_moe(x, wr, wg, wg, wd, K, config={"decode": 2})
+
+
 def test_errors_map_to_python_exceptions(rng):
     x = rng.standard_normal((8, 16)).astype(np.float32)
     pos = np.zeros((4, 2), np.int32)

@@ -27,6 +27,15 @@ def test_cuda_matches_cpu_backend():
     np.testing.assert_allclose(cuda.float().cpu().numpy(), cpu.float().numpy(), rtol=1e-2, atol=1e-2)
 
 
+def test_decode_path_and_mapped_path_agree():
+    # T = 1 takes the decode path by default; config={'decode': 0} the mapped path.
+    x, wr, wg, wu, wd, K = (t.cuda() if hasattr(t, "cuda") else t for t in _layer(T=1, E=32))
+    dec = tilecraft.fused_moe(x, wr, wg, wu, wd, K)
+    mapped = tilecraft.fused_moe(x, wr, wg, wu, wd, K, config={"decode": 0})
+    np.testing.assert_allclose(dec.float().cpu().numpy(), mapped.float().cpu().numpy(), rtol=1e-2, atol=1e-2)
+    assert not torch.equal(dec, torch.zeros_like(dec))
+
+
 def _both(fn, *tensors, **kw):
     """fn on CPU tensors and on their CUDA copies; results as CPU tensors."""
     cpu = fn(*tensors, **kw)

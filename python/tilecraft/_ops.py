@@ -151,11 +151,14 @@ def fused_moe(x: Tensor, w_router: Tensor, w_gate: Tensor | Sequence[Tensor], w_
               bias: Tensor | None = None, layout: str = "nk", routing: tuple[Tensor, Tensor] | None = None,
               score_dtype: str | None = None,
               out: Tensor | None = None, ids: Tensor | None = None, weights: Tensor | None = None,
-              workspace: "_C.Workspace | None" = None) -> Tensor:
+              workspace: "_C.Workspace | None" = None, config: dict[str, int] | None = None) -> Tensor:
     """The routed-experts MoE layer on x [..., H]. Weights per expert: 'nk' gate/up [I, H], down
     [H, I] (nn.Linear); 'kn' gate/up [H, I], down [I, H] (the race's), stacked or one tensor per
     expert. routing=(ids, weights) skips the router and gate. ids=/weights= receive the routing.
-    score_dtype: see moe_topk_gate (the race's router runs in fp16: pass 'float16')."""
+    score_dtype: see moe_topk_gate (the race's router runs in fp16: pass 'float16').
+    config: overrides, as the CLI's --config for fused_moe: 'decode' (1 = the decode path, 0 =
+    the mapped path), 'mapping_blocks', moe_grouped_gemm keys for both projections, or prefixed
+    'gate_up_' / 'down_' for one (e.g. {'decode': 0, 'down_block_m': 16})."""
     lead = tuple(x.shape[:-1])
     H = x.shape[-1]
     x2 = x.reshape(-1, H)
@@ -172,7 +175,8 @@ def fused_moe(x: Tensor, w_router: Tensor, w_gate: Tensor | Sequence[Tensor], w_
     if given:
         ids, weights = routing
     _C.fused_moe(x2, w_router, g, u, d, stacked, layout, bias, out2, ids, weights, top_k, mode, renormalize,
-                 n_group, topk_group, scale, _score_dtype(score_dtype), given, workspace, _stream(x))
+                 n_group, topk_group, scale, _score_dtype(score_dtype), given, workspace, dict(config or {}),
+                 _stream(x))
     return out2.reshape(*lead, H)
 
 

@@ -7,6 +7,7 @@
 // Deterministic: no atomics anywhere, so equal inputs give equal bits.
 // Spec: shared ops/fused_moe.md.
 #include <cuda.h>
+#include <map>
 
 #include <optional>
 #include <string>
@@ -80,6 +81,10 @@ struct FusedMoeOptions {
   jit::CompileOptions compile;
 };
 
+// Options from `--config`-style keys: KEY (a grouped GEMM key, to both
+// projections), gate_up_KEY / down_KEY (one of them), mapping_blocks,
+// decode; an unknown key or a bad value is an error naming `arg`.
+FusedMoeOptions fused_moe_options(const std::map<std::string, int>& config, const char* arg);
 void validate_fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, DeviceType backend);
 // Whether fused_moe takes the decode path (FusedMoeOptions::decode) for these
 // arguments; throws where decode = 1 asks for it and it does not apply.

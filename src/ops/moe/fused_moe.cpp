@@ -215,6 +215,27 @@ CUdeviceptr FusedMoeWorkspace::reserve(size_t bytes, int device) {
   return ptr_;
 }
 
+FusedMoeOptions fused_moe_options(const std::map<std::string, int>& config, const char* arg) {
+  FusedMoeOptions m;
+  for (auto& [k, v] : config) {
+    if (k == "mapping_blocks") {
+      TC_CHECK_ARG(v >= 0, kOp, arg, "mapping_blocks >= 0 (0 = choose)", std::to_string(v));
+      m.mapping_blocks = v;
+    } else if (k == "decode") {
+      TC_CHECK_ARG(v >= -1 && v <= 1, kOp, arg, "decode 0 (mapped path), 1 (decode path) or -1 (choose)",
+                   std::to_string(v));
+      m.decode = v;
+    } else if (k.rfind("gate_up_", 0) == 0) {
+      set_config_key(m.gate_up, k.substr(8), v, kOp, arg);
+    } else if (k.rfind("down_", 0) == 0) {
+      set_config_key(m.down, k.substr(5), v, kOp, arg);
+    } else {
+      set_config_key(m.gate_up, k, v, kOp, arg), set_config_key(m.down, k, v, kOp, arg);
+    }
+  }
+  return m;
+}
+
 void validate_fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, DeviceType backend) {
   check_tensor(a.x, kOp, "x", {DType::kF16, DType::kBF16}, 2, backend);
   const DType dt = a.x.dtype;

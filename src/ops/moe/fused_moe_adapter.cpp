@@ -345,11 +345,12 @@ class FusedMoeAdapter final : public OpAdapter {
   void run(const CaseData& d, const Tensors& in, const Tensors& out, DeviceType backend, CUstream stream,
            const RunOptions& o) const override {
     const auto a = args_of(d, in, out);
+    const ops::FusedMoeOptions lo = layer_options(o);  // a bad key is an error on either backend
     if (backend == DeviceType::kCPU) {
       ops::fused_moe_cpu(a, params_of(d));
       return;
     }
-    ops::fused_moe(a, params_of(d), stream, workspace(), layer_options(o));
+    ops::fused_moe(a, params_of(d), stream, workspace(), lo);
   }
 
   std::string main_scope() const override {
@@ -582,18 +583,9 @@ class FusedMoeAdapter final : public OpAdapter {
 
  private:
   static ops::FusedMoeOptions layer_options(const RunOptions& o) {
-    ops::FusedMoeOptions m;
+    ops::FusedMoeOptions m =
+        ops::fused_moe_options(o.config, "--config (mapping_blocks, decode, KEY, gate_up_KEY or down_KEY)");
     m.compile = o.compile;
-    // KEY applies to both grouped GEMMs, gate_up_KEY / down_KEY to one;
-    // mapping_blocks to the mapping, decode to the path.
-    const char* arg = "--config (mapping_blocks, decode, KEY, gate_up_KEY or down_KEY)";
-    for (auto& [k, v] : o.config) {
-      if (k == "mapping_blocks") m.mapping_blocks = v;
-      else if (k == "decode") m.decode = v;
-      else if (k.rfind("gate_up_", 0) == 0) ops::set_config_key(m.gate_up, k.substr(8), v, kOp, arg);
-      else if (k.rfind("down_", 0) == 0) ops::set_config_key(m.down, k.substr(5), v, kOp, arg);
-      else ops::set_config_key(m.gate_up, k, v, kOp, arg), ops::set_config_key(m.down, k, v, kOp, arg);
-    }
     return m;
   }
 
