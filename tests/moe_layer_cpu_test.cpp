@@ -514,6 +514,33 @@ TEST(MoeGroupedGemmCpu, PerRowKernelsCompileWithoutSpills) {
 // Per-row schedules: only the decode kernel runs them; combine needs one,
 // a plain projection and at most 32 slots; a_repeat no a_index; block_n
 // widths; the default width spreads the items evenly over the SMs.
+// half_skip (warp-specialised kernel, -1..1) and prefetch (decode combine
+// kernel, 0 or -1): launch parameters.
+TEST(MoeGroupedGemmCpu, HalfSkipConfig) {
+  ops::MoeGroupedGemmConfig c;
+  ops::set_config_key(c, "half_skip", 0, "moe_grouped_gemm", "--config");
+  EXPECT_EQ(c.half_skip, 0);
+  HostTensor a(DType::kBF16, {256, 64}), w(DType::kBF16, {2, 128, 64}), out(DType::kBF16, {256, 128}),
+      tiles(DType::kI32, {2}), idx(DType::kI32, {256}), fill(DType::kI32, {256}), fill_bad(DType::kI32, {255});
+  auto g = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view());
+  g.tile_fill = fill.view();
+  EXPECT_NO_THROW(ops::validate_moe_grouped_gemm(g, DeviceType::kCPU));
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, {}, 9, 132).half_skip, 1);
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, c, 9, 132).half_skip, 0);
+  c.half_skip = 2;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, c, 9, 132), ErrorKind::kInvalidArgument, "half_skip", "2");
+  g.tile_fill = fill_bad.view();
+  TC_EXPECT_ERROR(ops::validate_moe_grouped_gemm(g, DeviceType::kCPU), ErrorKind::kInvalidArgument, "tile_fill",
+                  "256");
+  // prefetch (decode combine kernel): 0 or -1.
+  ops::MoeGroupedGemmConfig pf;
+  ops::set_config_key(pf, "prefetch", 0, "moe_grouped_gemm", "--config");
+  EXPECT_EQ(pf.prefetch, 0);
+  pf.prefetch = 1;
+  g.tile_fill = fill.view();
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, pf, 9, 132), ErrorKind::kInvalidArgument, "prefetch", "1");
+}
+
 TEST(MoeGroupedGemmCpu, PerRowScheduleConfig) {
   const int64_t E = 8, N = 2048, K = 768, T = 1, S = 8;
   HostTensor a(DType::kBF16, {T * S, K}), w(DType::kBF16, {E, N, K}), out(DType::kBF16, {T, N}),

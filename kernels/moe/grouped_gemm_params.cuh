@@ -46,6 +46,12 @@ struct GroupedGemmParams {
   // resident CTAs' total within half the L2). (In the plain decode kernel
   // the same prefetch made narrow items spill at 80 registers.)
   int a_repeat, combine, prefetch;
+  // [M] or null (warp-specialised kernel, 128-row tiles): negative entries
+  // mark padding rows, and each tile holds its rows in use first (the
+  // mapping's pos_to_token). A consumer warpgroup whose 64-row half starts
+  // on padding holds no rows: it skips its MMAs (its zeros are stored as
+  // before), so the other half runs alone on the tensor cores.
+  const int* tile_fill;
 };
 
 // Shared memory the warp-specialised kernel keeps for its consumers'

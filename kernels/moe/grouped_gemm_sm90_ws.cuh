@@ -350,11 +350,14 @@ struct GroupedGemmSm90Ws {
       for (int m = 0; m < kB; ++m)
 #pragma unroll
         for (int jj = 0; jj < kAcc; ++jj) acc[m][jj] = 0.f;
+      // A 64-row half that holds no rows (p.tile_fill) computes nothing but
+      // keeps the ring's protocol: it waits for each stage and releases it.
+      const bool live = BM != 128 || !p.tile_fill || p.tile_fill[tile.row0 + 64 * cw] >= 0;
       for (int t = 0; t < kt; ++t, ++g) {
         const unsigned s = g % STAGES;
         mbar_wait(full + s, (g / STAGES) & 1u);
         fence_async_shared();  // the generic-proxy cp.async writes, seen through the barrier, before wgmma reads
-        Base::compute_stage(smem + s * kStageBytes, cw, acc);
+        if (live) Base::compute_stage(smem + s * kStageBytes, cw, acc);
         wgmma_wait<1>();  // the MMAs of k-step g - 1 retired: its slot may be refilled
         if (t > 0 && releaser) mbar_arrive(empty + (g - 1) % STAGES);
       }

@@ -73,6 +73,12 @@ struct MoeGroupedGemmArgs {
   // first weights into L2 while that kernel still runs (programmatic
   // dependent launch). A hint: a wrong value costs only wasted reads.
   bool schedule_settled = false;
+  // [M] int32 or absent: negative entries mark padding rows, and every tile
+  // holds its rows in use first (moe_fused_mapping's pos_to_token). The
+  // warp-specialised kernel then skips the MMAs of a 64-row half of a
+  // 128-row tile that starts on padding (MoeGroupedGemmConfig::half_skip);
+  // the outputs are the same bits. The layer passes it to both projections.
+  std::optional<TensorView> tile_fill;
 };
 
 // Tile configuration. 0 = choose. sm90: 1 = the Hopper wgmma kernel (128-row
@@ -115,6 +121,15 @@ struct MoeGroupedGemmConfig {
   // tile while they drain), 0 = the consumers store the staged rows
   // themselves, -1 = choose (1 where the output rows start on 16 bytes).
   int tma_store = -1;
+  // Warp-specialised kernel, 128-row tiles, with tile_fill given: 1 = a
+  // consumer warpgroup whose 64-row half holds no rows skips its MMAs
+  // (an expert's last tile with at most 64 rows runs on one warpgroup),
+  // 0 = every half computes, -1 = choose (1). A launch parameter.
+  int half_skip = -1;
+  // Decode combine kernel with schedule_settled: 0 = no L2 prefetch before
+  // the grid wait, -1 = choose (prefetch, within half the L2). A launch
+  // parameter, for A/B runs.
+  int prefetch = -1;
   std::string str() const;
 };
 
@@ -123,7 +138,8 @@ struct MoeGroupedGemmConfig {
 bool moe_grouped_gemm_uses_gemv(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over);
 
 // Sets the override named `key` (block_m, block_n, stages, warps_m, warps_n,
-// sm90, tma, persistent, k_splits, group_m, gemv, tma_store); an unknown key is an error naming `op` and `arg`.
+// sm90, tma, persistent, k_splits, group_m, gemv, tma_store, half_skip, prefetch); an unknown key is an error
+// naming `op` and `arg`.
 void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, const char* op, const char* arg);
 
 struct MoeGroupedGemmOptions {

@@ -107,6 +107,7 @@ MoeGroupedGemmArgs gate_up_args(const FusedMoeArgs& a, const Buffers& b) {
   g.w_up = a.w_up;
   g.out = b.h;
   g.rows_used = b.slot_pos.numel();  // T * top_k
+  g.tile_fill = b.pos_to_token;      // each expert's rows first in its tiles
   return g;
 }
 
@@ -118,6 +119,7 @@ MoeGroupedGemmArgs down_args(const FusedMoeArgs& a, const Buffers& b, const MoeG
   g.w = a.w_down;
   g.out = b.y;
   g.rows_used = b.slot_pos.numel();
+  g.tile_fill = b.pos_to_token;
   // The decode kernel passes over a tile's real rows only: mark the padding
   // (elsewhere A by TMA, which cannot skip rows, is the faster path).
   if (moe_grouped_gemm_uses_gemv(g, over)) g.row_token = b.pos_to_token;

@@ -147,10 +147,12 @@ void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, 
   else if (key == "group_m") c.group_m = value;
   else if (key == "gemv") c.gemv = value;
   else if (key == "tma_store") c.tma_store = value;
+  else if (key == "half_skip") c.half_skip = value;
+  else if (key == "prefetch") c.prefetch = value;
   else
     throw_arg_error(ErrorKind::kInvalidArgument, op, arg,
                     "keys block_m, block_n, stages, warps_m, warps_n, sm90, tma, persistent, k_splits, group_m, gemv, "
-                    "tma_store",
+                    "tma_store, half_skip, prefetch",
                     "'" + key + "'");
 }
 
@@ -225,6 +227,7 @@ void validate_moe_grouped_gemm(const MoeGroupedGemmArgs& a, DeviceType backend) 
   if (a.num_tiles) check_tensor(*a.num_tiles, kOp, "num_tiles", {DType::kI32}, Shape{1}, backend);
   if (a.row_scale) check_tensor(*a.row_scale, kOp, "row_scale", {DType::kF32}, Shape{M}, backend);
   if (a.row_token) check_tensor(*a.row_token, kOp, "row_token", {DType::kI32}, Shape{M}, backend);
+  if (a.tile_fill) check_tensor(*a.tile_fill, kOp, "tile_fill", {DType::kI32}, Shape{M}, backend);
   if (backend == DeviceType::kCUDA) {
     const int dev = a.a.device.index;
     auto same = [&](const TensorView& t, const std::string& arg) {
@@ -242,6 +245,7 @@ void validate_moe_grouped_gemm(const MoeGroupedGemmArgs& a, DeviceType backend) 
     if (a.num_tiles) same(*a.num_tiles, "num_tiles");
     if (a.row_scale) same(*a.row_scale, "row_scale");
     if (a.row_token) same(*a.row_token, "row_token");
+    if (a.tile_fill) same(*a.tile_fill, "tile_fill");
   }
 }
 
@@ -401,6 +405,13 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   c.group_m = over.group_m >= 0 ? over.group_m : 8;
   TC_CHECK_ARG(c.group_m >= 0 && c.group_m <= 4096, kOp, "group_m", "0 (2-D grid) or 1..4096 row tiles per group",
                std::to_string(c.group_m));
+  TC_CHECK_ARG(over.half_skip >= -1 && over.half_skip <= 1, kOp, "half_skip",
+               "0 (every half computes), 1 (empty 64-row halves skip their MMAs) or -1 (choose)",
+               std::to_string(over.half_skip));
+  c.half_skip = over.half_skip != 0 ? 1 : 0;
+  TC_CHECK_ARG(over.prefetch >= -1 && over.prefetch <= 0, kOp, "prefetch", "0 (none) or -1 (choose)",
+               std::to_string(over.prefetch));
+  c.prefetch = over.prefetch;
   c.gemv = resolve_gemv(a, over, c.block_m);
   if (c.gemv == 1) {
     TC_CHECK_ARG(!mma_overrides(over), kOp, "gemv",
@@ -686,7 +697,8 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   p.M = int(M), p.N = int(N), p.K = int(K), p.a_rows = int(a.a.shape[0]);
   p.group_m = c.group_m;
   p.a_repeat = int(a.a_repeat), p.combine = int(a.combine);
-  if (a.schedule_settled && c.gemv == 1 && a.combine > 1) {
+  p.tile_fill = a.tile_fill && c.half_skip != 0 ? a.tile_fill->ptr<int>() : nullptr;
+  if (a.schedule_settled && c.gemv == 1 && a.combine > 1 && c.prefetch != 0) {
     // The CTAs resident at once (2 per SM) prefetch at most half the L2 in
     // all: more evicted itself before use (DeepSeek-V3 T = 1: 264 CTAs x
     // 512 KB into 60 MB, down + combine 81 against 69 us unprefetched-mapped).
