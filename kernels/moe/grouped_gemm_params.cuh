@@ -40,11 +40,13 @@ struct GroupedGemmParams {
   // output row t is the sum over j < combine, in order, of row_scale[row] x
   // (A . W_e)[row] for row = t * combine + j (the down projection with the
   // weighted combine fused in; c has M / combine rows). prefetch (combine
-  // kernel), > 0: tile_expert was complete before the previous kernel on the
-  // stream began, so the CTA prefetches up to this many bytes of each slot's
-  // first weights into L2 before waiting on that kernel (the host keeps the
-  // resident CTAs' total within half the L2). (In the plain decode kernel
-  // the same prefetch made narrow items spill at 80 registers.)
+  // kernel), != 0: tile_expert, a_index and row_scale were complete before
+  // the previous kernel on the stream began, so the CTA reads its first
+  // item's slots before waiting on that kernel, and with prefetch > 0 also
+  // hands up to this many bytes of each slot's first weights to the L2 (the
+  // host keeps the resident CTAs' total within half the L2); 0: nothing
+  // before the wait. (In the plain decode kernel the same prefetch made
+  // narrow items spill at 80 registers.)
   int a_repeat, combine, prefetch;
   // [M] or null (warp-specialised kernel, 128-row tiles): negative entries
   // mark padding rows, and each tile holds its rows in use first (the

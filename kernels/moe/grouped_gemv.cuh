@@ -270,11 +270,34 @@ struct GroupedGemvCombine {
     gemv_prefetch_rows<T, TABLE>(L, 0, p.tile_expert[t * S + threadIdx.x], cb * BN, BN, p.prefetch);
   }
 
-  static __device__ __forceinline__ void run(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L) {
+  // An item's slots: weight bases, A rows, scales (shared by the CTA).
+  struct Slots {
+    const T* wbase[kMaxSlots];
+    const T* arow[kMaxSlots];
+    float scale[kMaxSlots];
+  };
+
+  // Output row t's slots into `sl` (threads < S; the caller syncs). Reads
+  // the schedule, a_index and row scales only, never A: with a settled
+  // schedule it may run before the grid wait.
+  static __device__ __forceinline__ void setup(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L, int t, Slots& sl) {
     const GroupedGemmParams& p = L.p;
-    __shared__ const T* wbase[kMaxSlots];
-    __shared__ const T* arow[kMaxSlots];
-    __shared__ float scale[kMaxSlots];
+    if (threadIdx.x >= p.combine) return;
+    const int row = t * p.combine + threadIdx.x;
+    const int e = p.tile_expert[row], s = gemv_a_row(p, row);
+    const bool ok = e >= 0 && e < p.num_experts && s >= 0 && s < p.a_rows;
+    sl.wbase[threadIdx.x] = ok ? gemm_expert_weights<T, TABLE>(L, 0, e) : nullptr;
+    sl.arow[threadIdx.x] = ok ? static_cast<const T*>(p.a) + (long long)s * p.lda : nullptr;
+    sl.scale[threadIdx.x] = p.row_scale ? p.row_scale[row] : 1.f;
+  }
+
+  // first_ready: the CTA's first item's slots are in `sl` already.
+  static __device__ __forceinline__ void run(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L, Slots& sl,
+                                             bool first_ready) {
+    const GroupedGemmParams& p = L.p;
+    const T* const* wbase = sl.wbase;
+    const T* const* arow = sl.arow;
+    const float* scale = sl.scale;
     __shared__ float part[kMaxSlots][BN];  // [slot * G + K part][column]; S * G <= max(S, 8)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int S = p.combine, outs = p.M / S, col_blocks = (p.N + BN - 1) / BN;
@@ -282,14 +305,9 @@ struct GroupedGemvCombine {
     const long long items = (long long)outs * col_blocks;
     for (long long item = blockIdx.x; item < items; item += gridDim.x) {
       const int t = int(item / col_blocks), cb = int(item % col_blocks);
-      __syncthreads();  // the previous item's slots and parts have been read
-      if (threadIdx.x < S) {
-        const int row = t * S + threadIdx.x;
-        const int e = p.tile_expert[row], s = gemv_a_row(p, row);
-        const bool ok = e >= 0 && e < p.num_experts && s >= 0 && s < p.a_rows;
-        wbase[threadIdx.x] = ok ? gemm_expert_weights<T, TABLE>(L, 0, e) : nullptr;
-        arow[threadIdx.x] = ok ? static_cast<const T*>(p.a) + (long long)s * p.lda : nullptr;
-        scale[threadIdx.x] = p.row_scale ? p.row_scale[row] : 1.f;
+      if (!first_ready || item != blockIdx.x) {
+        __syncthreads();  // the previous item's slots and parts have been read
+        setup(L, t, sl);
       }
       __syncthreads();
       const int n0 = cb * BN, ncols = min(BN, p.N - n0);
@@ -343,9 +361,16 @@ struct GroupedGemvCombine {
 template <typename T, typename OutT, int BN, int TABLE>
 __global__ void __launch_bounds__(256, 2) grouped_gemv_combine_kernel(const GroupedGemmLaunch<TABLE ? TABLE : 1> L) {
   using G = GroupedGemvCombine<T, OutT, BN, TABLE>;
-  if (L.p.prefetch > 0) G::prefetch(L);
+  __shared__ typename G::Slots slots;
+  // A settled schedule (prefetch != 0): the first item's slots, and with
+  // prefetch > 0 its weights into L2, before waiting on the previous kernel.
+  const bool settled = L.p.prefetch != 0 && blockIdx.x < (long long)(L.p.M / L.p.combine) * ((L.p.N + BN - 1) / BN);
+  if (settled) {
+    if (L.p.prefetch > 0) G::prefetch(L);
+    G::setup(L, int(blockIdx.x / ((L.p.N + BN - 1) / BN)), slots);
+  }
   grid_dependency_begin();
-  G::run(L);
+  G::run(L, slots, settled);
 }
 
 }  // namespace tc::moe
