@@ -182,7 +182,8 @@ def fused_moe(x: Tensor, w_router: Tensor, w_gate: Tensor | Sequence[Tensor], w_
 
 class FusedMoE:
     """A layer object: weights and routing settings fixed, its workspace kept between calls
-    (the `cached_e2e` scope of `tilecraft bench`)."""
+    (the `cached_e2e` scope of `tilecraft bench`). Keyword arguments (mode, renormalize, n_group,
+    topk_group, scale, bias, score_dtype, config) are passed to every call of fused_moe."""
 
     def __init__(self, w_router: Tensor, w_gate: Tensor | Sequence[Tensor], w_up: Tensor | Sequence[Tensor],
                  w_down: Tensor | Sequence[Tensor], top_k: int, *, layout: str = "nk", **routing: Any) -> None:
