@@ -202,7 +202,8 @@ TEST(GpuMoeGroupedGemm, PerRowSchedules) {
       const double rms = std::sqrt(ss / double(n)), tol = want.dtype() == DType::kF32 ? 1e-4 : 1e-2;
       for (size_t i = 0; i < n; ++i) {
         const double g = load_as_double(got.data(), got.dtype(), i), y = load_as_double(want.data(), want.dtype(), i);
-        ASSERT_LE(std::fabs(g - y), tol * (rms + std::fabs(y))) << what << ", element " << i << ": " << g << " vs " << y;
+        ASSERT_LE(std::fabs(g - y), tol * (rms + std::fabs(y)))
+            << what << ", element " << i << ": " << g << " vs " << y;
       }
     };
     rt::Stream s;

@@ -381,7 +381,8 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
   const bool route = !p.given_routing;
   if (decode_path(a, d, o)) {  // router, gate, gate/up, down + combine
     if (route && runs(o, FusedMoeStage::kRouter)) moe_grouped_gemm(router_args(a, b), stream, go);
-    if (route && runs(o, FusedMoeStage::kGate)) moe_topk_gate({b.logits, a.bias, b.ids, b.weights}, p.gate, stream, o.compile);
+    if (route && runs(o, FusedMoeStage::kGate))
+      moe_topk_gate({b.logits, a.bias, b.ids, b.weights}, p.gate, stream, o.compile);
     go.config = o.gate_up;
     if (runs(o, FusedMoeStage::kGateUp)) moe_grouped_gemm(decode_gate_up_args(a, b, d), stream, go);
     go.config = o.down;

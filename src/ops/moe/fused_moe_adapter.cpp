@@ -380,7 +380,8 @@ class FusedMoeAdapter final : public OpAdapter {
     if (ops::fused_moe_uses_decode(a, p, lo)) {
       // The decode path: no mapping, and the combine runs inside the down
       // projection, so those two have no stage of their own.
-      if (L.router) v.push_back({"gate_mapping", "top-k gate, logits given (decode path: no mapping)", stages({S::kGate})});
+      if (L.router)
+        v.push_back({"gate_mapping", "top-k gate, logits given (decode path: no mapping)", stages({S::kGate})});
       v.push_back({"gate_up", "decode path: rows by (token, slot), silu*up", stages({S::kGateUp}), 2 * R * 2 * H * I});
       v.push_back({"down", "decode path: down projection + combine (weighted, k in order)", stages({S::kDown}),
                    2 * R * H * I});
