@@ -54,15 +54,15 @@ __device__ __forceinline__ void gemv_prefetch_l2(const void* ptr, long long byte
 }
 
 // Up to max_bytes (a multiple of 16) of the weight rows [n0, n0 + cols) of
-// matrix m of expert e (layout NK: one contiguous block) into L2; e outside
-// the experts is skipped.
+// expert e's (only) matrix (layout NK: one contiguous block) into L2; e
+// outside the experts is skipped.
 template <typename T, int TABLE>
-__device__ __forceinline__ void gemv_prefetch_rows(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L, int m, int e, int n0,
+__device__ __forceinline__ void gemv_prefetch_rows(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L, int e, int n0,
                                                    int cols, long long max_bytes) {
   const GroupedGemmParams& p = L.p;
   if (e < 0 || e >= p.num_experts || n0 >= p.N) return;
   cols = min(cols, p.N - n0);
-  gemv_prefetch_l2(gemm_expert_weights<T, TABLE>(L, m, e) + (long long)n0 * p.ldb,
+  gemv_prefetch_l2(gemm_expert_weights<T, TABLE>(L, 0, e) + (long long)n0 * p.ldb,
                    min((long long)cols * p.ldb * (long long)sizeof(T), max_bytes));
 }
 
@@ -256,7 +256,7 @@ __global__ void __launch_bounds__(256, grouped_gemv_min_ctas(BN, DUAL))
 // deterministic. Requires K % 8 == 0, 16-byte aligned rows, layout NK.
 template <typename T, typename OutT, int BN, int TABLE>
 struct GroupedGemvCombine {
-  static constexpr int kWarps = 8, kThreads = kWarps * 32;
+  static constexpr int kWarps = 8;
   static constexpr int kMaxSlots = 32;                   // fused_moe's top_k limit
   static constexpr int kUnroll = BN >= 16 ? 1 : 16 / BN;  // 16 weight loads in flight per lane
   static_assert(BN == 8 || BN == 16, "8 or 16 columns per item");
@@ -267,7 +267,7 @@ struct GroupedGemvCombine {
     const int S = p.combine, col_blocks = (p.N + BN - 1) / BN;
     const int t = int(blockIdx.x / col_blocks), cb = int(blockIdx.x % col_blocks);
     if (threadIdx.x >= S || threadIdx.x >= kMaxSlots || t >= p.M / S) return;
-    gemv_prefetch_rows<T, TABLE>(L, 0, p.tile_expert[t * S + threadIdx.x], cb * BN, BN, p.prefetch);
+    gemv_prefetch_rows<T, TABLE>(L, p.tile_expert[t * S + threadIdx.x], cb * BN, BN, p.prefetch);
   }
 
   // An item's slots: weight bases, A rows, scales (shared by the CTA).

@@ -379,18 +379,16 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
   MoeGroupedGemmOptions go;
   go.compile = o.compile;
   const bool route = !p.given_routing;
-  if (decode_path(a, d, o)) {  // router, gate, gate/up, down + combine
-    if (route && runs(o, FusedMoeStage::kRouter)) moe_grouped_gemm(router_args(a, b), stream, go);
-    if (route && runs(o, FusedMoeStage::kGate))
-      moe_topk_gate({b.logits, a.bias, b.ids, b.weights}, p.gate, stream, o.compile);
+  if (route && runs(o, FusedMoeStage::kRouter)) moe_grouped_gemm(router_args(a, b), stream, go);
+  const MoeTopkGateArgs gate_args{b.logits, a.bias, b.ids, b.weights};
+  if (decode_path(a, d, o)) {  // gate, gate/up, down + combine
+    if (route && runs(o, FusedMoeStage::kGate)) moe_topk_gate(gate_args, p.gate, stream, o.compile);
     go.config = o.gate_up;
     if (runs(o, FusedMoeStage::kGateUp)) moe_grouped_gemm(decode_gate_up_args(a, b, d), stream, go);
     go.config = o.down;
     if (runs(o, FusedMoeStage::kDown)) moe_grouped_gemm(decode_down_args(a, b, d), stream, go);
     return;
   }
-  if (route && runs(o, FusedMoeStage::kRouter)) moe_grouped_gemm(router_args(a, b), stream, go);
-  const MoeTopkGateArgs gate_args{b.logits, a.bias, b.ids, b.weights};
   const MoeFusedMappingArgs mapping{b.ids, b.counts, b.offsets, b.slot_pos, b.pos_to_token, b.tile_expert, b.num_tiles};
   const MoeFusedMappingParams mp{int(d.E), int(bm), o.mapping_blocks};
   const bool gate = route && runs(o, FusedMoeStage::kGate), map = runs(o, FusedMoeStage::kMapping);

@@ -11,6 +11,7 @@
 #include "tilecraft/error.h"
 #include "tilecraft/jit/jit.h"
 #include "tilecraft/jit/op_kernel_cache.h"
+#include "tilecraft/reference/fused_moe.h"
 #include "tilecraft/reference/moe_grouped_gemm.h"
 #include "tilecraft/runtime/device.h"
 #include "tilecraft/runtime/driver.h"
@@ -820,29 +821,27 @@ void moe_grouped_gemm_cpu(const MoeGroupedGemmArgs& a) {
   r.M = M, r.N = N, r.K = K, r.E = a.w.num_experts(), r.a_rows = a.a.shape[0];
   r.block_m = a.tile_expert ? block_m_of(a) : std::max<int64_t>(M, 1);
   reference::moe_grouped_gemm(r);
-  auto round_out = [&](float v) {
-    switch (a.out.dtype) {
-      case DType::kBF16: return conv::bf16_to_f32(conv::f32_to_bf16(v));
-      case DType::kF16: return conv::f16_to_f32(conv::f32_to_f16(v));
-      default: return v;
+  // The fused layer's combine, one output row at a time (reference::
+  // fused_moe_combine_row: fma in slot order, rounded to the output type).
+  std::vector<const float*> slot(static_cast<size_t>(S));
+  std::vector<float> scale(static_cast<size_t>(S)), out_row(static_cast<size_t>(N));
+  for (float& v : rows) v = reference::round_to(v, a.out.dtype);
+  for (int64_t t = 0; S > 1 && t < M / S; ++t) {
+    for (int64_t j = 0; j < S; ++j) {
+      const int64_t row = t * S + j;
+      slot[size_t(j)] = reference::grouped_gemm_row_expert(r, row) < 0 ? nullptr : rows.data() + row * N;
+      scale[size_t(j)] = a.row_scale ? a.row_scale->ptr<float>()[row] : 1.f;
     }
-  };
-  for (int64_t t = 0; S > 1 && t < M / S; ++t)
+    reference::fused_moe_combine_row(slot.data(), scale.data(), S, N, a.out.dtype, out_row.data());
     for (int64_t n = 0; n < N; ++n) {
-      float acc = 0.f;
-      for (int64_t j = 0; j < S; ++j) {
-        const int64_t row = t * S + j;
-        if (reference::grouped_gemm_row_expert(r, row) < 0) continue;
-        const float scale = a.row_scale ? a.row_scale->ptr<float>()[row] : 1.f;
-        acc = std::fma(round_out(rows[size_t(row * N + n)]), scale, acc);
-      }
       const size_t i = size_t(t * N + n);
-      switch (a.out.dtype) {
-        case DType::kBF16: static_cast<uint16_t*>(a.out.data)[i] = conv::f32_to_bf16(acc); break;
-        case DType::kF16: static_cast<uint16_t*>(a.out.data)[i] = conv::f32_to_f16(acc); break;
-        default: static_cast<float*>(a.out.data)[i] = acc; break;
+      switch (a.out.dtype) {  // values already rounded: the casts are exact
+        case DType::kBF16: static_cast<uint16_t*>(a.out.data)[i] = conv::f32_to_bf16(out_row[size_t(n)]); break;
+        case DType::kF16: static_cast<uint16_t*>(a.out.data)[i] = conv::f32_to_f16(out_row[size_t(n)]); break;
+        default: static_cast<float*>(a.out.data)[i] = out_row[size_t(n)]; break;
       }
     }
+  }
 }
 
 }  // namespace tilecraft::ops
