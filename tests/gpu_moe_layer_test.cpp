@@ -155,7 +155,7 @@ TEST(GpuMoeGroupedGemm, GemvWithoutScheduleCoversEveryRow) {
 // The decode path's two launches on per-row schedules (tile_expert = the
 // routing ids), against the CPU golden: gate/up with a_repeat (gated, both
 // widths) and down + combine (every width, row scales, bf16/fp16/fp32 out,
-// with and without the L2 prefetch); stacked and per-expert weights; N
+// settled or not, with and without the L2 prefetch); stacked and per-expert weights; N
 // tails; K of 9 and 129 chunks (fewer and more than a warp's lanes); slots
 // dropped (-1) or naming an expert past E add nothing.
 TEST(GpuMoeGroupedGemm, PerRowSchedules) {
@@ -233,7 +233,8 @@ TEST(GpuMoeGroupedGemm, PerRowSchedules) {
     // Down + combine: A = hs [T S, K], out [T, N].
     for (DType out_dt : {dt, DType::kF32})
       for (int bn : {8, 16})
-        for (bool settled : {false, true}) {
+        for (int mode : {0, 1, 2}) {  // not settled; settled (slots read early); settled + L2 prefetch
+          const bool settled = mode > 0;
           HostTensor want(out_dt, {T, N});
           ops::MoeGroupedGemmArgs g;
           g.a = hs.view(), g.w = experts(w, dw, true), g.out = want.view();
@@ -245,10 +246,10 @@ TEST(GpuMoeGroupedGemm, PerRowSchedules) {
           g.tile_expert = dids.view(), g.row_scale = dscale.view(), g.schedule_settled = settled;
           ops::MoeGroupedGemmOptions o;
           o.config.block_n = bn;
+          o.config.prefetch = mode == 2 ? 1 : 0;
           ops::moe_grouped_gemm(g, s.get(), o);
           s.sync();
-          near(dout.to_host(), want,
-               fmt::format("combine block_n {} out {} settled {}", bn, dtype_name(out_dt), settled));
+          near(dout.to_host(), want, fmt::format("combine block_n {} out {} mode {}", bn, dtype_name(out_dt), mode));
         }
   }
 }

@@ -515,7 +515,7 @@ TEST(MoeGroupedGemmCpu, PerRowKernelsCompileWithoutSpills) {
 // a plain projection and at most 32 slots; a_repeat no a_index; block_n
 // widths; the default width spreads the items evenly over the SMs.
 // half_skip (warp-specialised kernel, -1..1) and prefetch (decode combine
-// kernel, 0 or -1): launch parameters.
+// kernel, -1..1): launch parameters.
 TEST(MoeGroupedGemmCpu, HalfSkipConfig) {
   ops::MoeGroupedGemmConfig c;
   ops::set_config_key(c, "half_skip", 0, "moe_grouped_gemm", "--config");
@@ -532,13 +532,14 @@ TEST(MoeGroupedGemmCpu, HalfSkipConfig) {
   g.tile_fill = fill_bad.view();
   TC_EXPECT_ERROR(ops::validate_moe_grouped_gemm(g, DeviceType::kCPU), ErrorKind::kInvalidArgument, "tile_fill",
                   "256");
-  // prefetch (decode combine kernel): 0 or -1.
+  // prefetch (decode combine kernel): -1..1, chosen off.
   ops::MoeGroupedGemmConfig pf;
-  ops::set_config_key(pf, "prefetch", 0, "moe_grouped_gemm", "--config");
-  EXPECT_EQ(pf.prefetch, 0);
-  pf.prefetch = 1;
   g.tile_fill = fill.view();
-  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, pf, 9, 132), ErrorKind::kInvalidArgument, "prefetch", "1");
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, pf, 9, 132).prefetch, 0);
+  ops::set_config_key(pf, "prefetch", 1, "moe_grouped_gemm", "--config");
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, pf, 9, 132).prefetch, 1);
+  pf.prefetch = 2;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, pf, 9, 132), ErrorKind::kInvalidArgument, "prefetch", "2");
 }
 
 TEST(MoeGroupedGemmCpu, PerRowScheduleConfig) {

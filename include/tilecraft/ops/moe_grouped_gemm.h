@@ -126,9 +126,11 @@ struct MoeGroupedGemmConfig {
   // (an expert's last tile with at most 64 rows runs on one warpgroup),
   // 0 = every half computes, -1 = choose (1). A launch parameter.
   int half_skip = -1;
-  // Decode combine kernel with schedule_settled: 0 = no L2 prefetch before
-  // the grid wait, -1 = choose (prefetch, within half the L2). A launch
-  // parameter, for A/B runs.
+  // Decode combine kernel with schedule_settled: 1 = also hand each slot's
+  // first weights to the L2 before the grid wait (within half the L2),
+  // 0 = only read the first item's slots there, -1 = choose (0: on the H200
+  // the prefetch cost DeepSeek-V3 T = 1's down projection 69 -> 75 us once
+  // the slots were read early). A launch parameter, for A/B runs.
   int prefetch = -1;
   std::string str() const;
 };

@@ -410,9 +410,9 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                "0 (every half computes), 1 (empty 64-row halves skip their MMAs) or -1 (choose)",
                std::to_string(over.half_skip));
   c.half_skip = over.half_skip != 0 ? 1 : 0;
-  TC_CHECK_ARG(over.prefetch >= -1 && over.prefetch <= 0, kOp, "prefetch", "0 (none) or -1 (choose)",
-               std::to_string(over.prefetch));
-  c.prefetch = over.prefetch;
+  TC_CHECK_ARG(over.prefetch >= -1 && over.prefetch <= 1, kOp, "prefetch",
+               "0 (no L2 prefetch), 1 (prefetch within half the L2) or -1 (choose)", std::to_string(over.prefetch));
+  c.prefetch = over.prefetch == 1 ? 1 : 0;
   c.gemv = resolve_gemv(a, over, c.block_m);
   if (c.gemv == 1) {
     TC_CHECK_ARG(!mma_overrides(over), kOp, "gemv",
@@ -705,7 +705,8 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
     // The CTAs resident at once (2 per SM) prefetch at most half the L2 in
     // all: more evicted itself before use (DeepSeek-V3 T = 1, H200: 264
     // CTAs x 512 KB into 60 MB took down + combine to 81-84 us; within
-    // half the L2, 73 us).
+    // half the L2, 73 us; with no prefetch but the slots read early, 69 us,
+    // hence not the default).
     const int64_t items = a.out.shape[0] * ((N + c.block_n - 1) / c.block_n);
     const int64_t resident = std::max<int64_t>(1, std::min<int64_t>(items, 2 * int64_t(dev.sm_count)));
     const int64_t bytes = std::min<int64_t>(int64_t(dev.l2_bytes) / 2 / resident / a.combine / 16 * 16, INT_MAX);
