@@ -548,11 +548,15 @@ TEST(MoeGroupedGemmCpu, PerRowScheduleConfig) {
       ids(DType::kI32, {T * S}), idx(DType::kI32, {T * S});
   auto g = per_row_args(a.view(), w.view(), out.view(), ids.view(), S, true);
   EXPECT_NO_THROW(ops::validate_moe_grouped_gemm(g, DeviceType::kCPU));
-  // Qwen3-30B-shaped: 2048 columns x 1 token, 132 SMs: 128 items of 16
-  // columns and 256 of 8 spread equally evenly; the narrower wins the tie.
+  // Qwen3-30B-shaped: 2048 columns x 1 token: 128 items of 16 columns
+  // leave 4 of 132 SMs idle, so 8; with 128 SMs or fewer, 16.
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, {}, 9, 132).block_n, 8);
-  // 1000 SMs (more than either count): 8 (256 busy SMs against 128).
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, {}, 9, 128).block_n, 16);
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, {}, 9, 1000).block_n, 8);
+  // DeepSeek-V3-shaped (7168 columns): 448 items of 16 cover 132 SMs.
+  HostTensor w7(DType::kBF16, {E, 7168, K}), out7(DType::kBF16, {T, 7168});
+  auto g7 = per_row_args(a.view(), w7.view(), out7.view(), ids.view(), S, true);
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g7, {}, 9, 132).block_n, 16);
   ops::MoeGroupedGemmConfig mma;
   mma.gemv = 0;
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, mma, 9, 132), ErrorKind::kInvalidArgument, "moe_grouped_gemm",

@@ -336,16 +336,18 @@ double spread_waste(int64_t items, int sms) {
 // The decode kernels' columns per item. GroupedGemv (8 warps x block_n / 8
 // columns): 32 gated / 64 plain, or half that; GroupedGemvCombine: 16 or 8.
 // Default: the widest for tile schedules (their live items are unknown
-// here); for per-row schedules (every row live) the width whose items
-// spread most evenly over the SMs. On a tie gate/up takes the wider (fewer
-// CTAs, longer streams), the combine kernel the narrower (two CTAs per SM
-// instead of one: twice the loads in flight). H200, session 14: Qwen3-30B
-// T = 1 gate/up: 192 wide items leave 60 of 132 SMs with twice the weights
-// of the rest, 384 narrow ones (3 CTAs per SM) fit one even wave (18.6
-// against 19.3 us); DeepSeek-V3 T = 1: 512 or 1024 items, equally even, and
-// the wide ones won (121 against 129 us). Qwen3-30B T = 1 down + combine:
-// 256 items of 8 columns against 128 of 16, layer 25.3-25.7 against
-// 26.4-27.0 us.
+// here). Per-row schedules (every row live): gate/up takes the width whose
+// items spread most evenly over the SMs, the wider on a tie (fewer CTAs,
+// longer streams); the combine kernel takes 16 columns wherever its items
+// still give every SM one, else 8. H200, session 14: Qwen3-30B T = 1
+// gate/up: 192 wide items leave 60 of 132 SMs with twice the weights of the
+// rest, 384 narrow ones (3 CTAs per SM) fit one even wave (18.6 against
+// 19.3 us); DeepSeek-V3 T = 1: 512 or 1024 items, equally even, and the wide
+// ones won (121 against 129 us). Session 15 (the combine kernel reading its
+// slots before the grid wait, no L2 prefetch): DeepSeek-V3 T = 1 down +
+// combine 64.3-64.8 us with 448 items of 16 against 68.2-68.7 with 896 of 8
+// (although 896 spread more evenly); Qwen3-30B T = 1 (128 items of 16 on
+// 132 SMs against 256 of 8): 13.2-13.7 against 13.6-13.7, a tie.
 int gemv_block_n(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over, int block_m, int sm_count) {
   const bool dual = a.w_up.has_value();
   const std::vector<int> widths = a.combine > 1 ? std::vector<int>{16, 8}
@@ -360,12 +362,13 @@ int gemv_block_n(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over, 
   }
   if (block_m != 1 || sm_count <= 0) return widths[0];
   const int64_t N = a.out.shape[1], rows = a.out.shape[0];  // output rows: items are rows x column blocks
+  const auto items = [&](int bn) { return rows * ((N + bn - 1) / bn); };
+  if (a.combine > 1) return items(widths[0]) >= sm_count ? widths[0] : widths[1];
   int best = widths[0];
   double best_waste = 1e30;
   for (int bn : widths) {
-    const double w = spread_waste(rows * ((N + bn - 1) / bn), sm_count);
-    const bool tie_to_narrow = a.combine > 1 && w <= best_waste * 1.01;
-    if (w < best_waste * 0.99 || tie_to_narrow) best = bn, best_waste = std::min(w, best_waste);
+    const double w = spread_waste(items(bn), sm_count);
+    if (w < best_waste * 0.99) best = bn, best_waste = w;
   }
   return best;
 }
