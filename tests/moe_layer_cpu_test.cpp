@@ -30,6 +30,11 @@ TEST(MoeGroupedGemmCpu, TileHeightHeuristic) {
   EXPECT_EQ(ops::moe_grouped_gemm_block_m(16), 32);
   EXPECT_EQ(ops::moe_grouped_gemm_block_m(64), 64);
   EXPECT_EQ(ops::moe_grouped_gemm_block_m(1000), 128);
+  // With the warp-specialised kernel: 64-row tiles from 9 to 64 rows.
+  EXPECT_EQ(ops::moe_grouped_gemm_block_m(8, true), 16);
+  EXPECT_EQ(ops::moe_grouped_gemm_block_m(8.5, true), 64);
+  EXPECT_EQ(ops::moe_grouped_gemm_block_m(64, true), 64);
+  EXPECT_EQ(ops::moe_grouped_gemm_block_m(65, true), 128);
 }
 
 namespace {

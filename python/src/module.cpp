@@ -286,7 +286,7 @@ NB_MODULE(_C, m) {
         nb::arg("n_group"), nb::arg("topk_group"), nb::arg("scale"), nb::arg("score_dtype"), nb::arg("given_routing"),
         nb::arg("workspace").none(), nb::arg("config"), nb::arg("stream"));
   m.def("mapping_rows", &ops::moe_fused_mapping_rows, nb::arg("T"), nb::arg("K"), nb::arg("E"), nb::arg("block_m"));
-  m.def("grouped_gemm_block_m", &ops::moe_grouped_gemm_block_m, nb::arg("rows_per_expert"));
+  m.def("grouped_gemm_block_m", &ops::moe_grouped_gemm_block_m, nb::arg("rows_per_expert"), nb::arg("wgmma") = false);
   m.def("env_json", [] { return harness::capture_env().j.dump(); });
   m.def("compile", &compile, nb::arg("op"), nb::arg("shapes"), nb::arg("workload"), nb::arg("arch"),
         nb::arg("options"));

@@ -150,8 +150,10 @@ struct MoeGroupedGemmOptions {
 };
 
 // The tile height the heuristic picks for groups of about `rows_per_expert`
-// rows; moe_fused_mapping pads each expert's rows to it.
-int moe_grouped_gemm_block_m(double rows_per_expert);
+// rows; moe_fused_mapping pads each expert's rows to it. wgmma: the
+// warp-specialised Hopper kernel serves these shapes (compute capability
+// 9.0, rows on 16 bytes), which takes 64-row tiles for 9..64 rows per expert.
+int moe_grouped_gemm_block_m(double rows_per_expert, bool wgmma = false);
 
 // The complete configuration for these arguments on a GPU of compute
 // capability `cc_major` with `sm_count` SMs (heuristic + overrides,
@@ -160,6 +162,8 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                                              int cc_major = 9, int sm_count = 0);
 // SMs of `device` when a GPU is there, else 0 (kernel listings on any host).
 int sm_count_if_gpu(int device);
+// The device's compute capability (major), or 0 without a GPU.
+int cc_major_if_gpu(int device);
 jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c);
 // The second kernel of a split-K launch (c.k_splits > 1): sums the slices.
 jit::KernelSpec moe_grouped_gemm_split_reduce_spec(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c);

@@ -305,10 +305,18 @@ bool fused_moe_uses_decode(const FusedMoeArgs& a, const FusedMoeParams& p, const
   return decode_path(a, dims_of(a, p), o);
 }
 
-int fused_moe_block_m(const FusedMoeArgs& a, const FusedMoeParams& p, const FusedMoeOptions& o) {
+namespace {
+// The layer's tile height on a GPU of compute capability cc_major.
+int layer_block_m(const FusedMoeArgs& a, const FusedMoeParams& p, const FusedMoeOptions& o, int cc_major) {
   if (o.gate_up.block_m) return o.gate_up.block_m;
   const Dims d = dims_of(a, p);
-  return moe_grouped_gemm_block_m(double(d.T * d.K) / double(d.E));
+  const bool wgmma = cc_major == 9 && d.H % 8 == 0 && d.I % 8 == 0;
+  return moe_grouped_gemm_block_m(double(d.T * d.K) / double(d.E), wgmma);
+}
+}  // namespace
+
+int fused_moe_block_m(const FusedMoeArgs& a, const FusedMoeParams& p, const FusedMoeOptions& o) {
+  return layer_block_m(a, p, o, cc_major_if_gpu(a.x.device.index));
 }
 
 size_t fused_moe_workspace_bytes(const FusedMoeArgs& a, const FusedMoeParams& p) {
@@ -323,7 +331,9 @@ std::vector<jit::KernelSpec> fused_moe_kernel_specs(const FusedMoeArgs& a, const
   const Dims d = dims_of(a, p);
   if (d.T == 0) return {};
   size_t bytes = 0;
-  const int64_t bm = fused_moe_block_m(a, p, o);
+  // The kernels of the GPU at hand, else of compute capability 9.0 (as below).
+  const int cc = cc_major_if_gpu(a.x.device.index);
+  const int64_t bm = layer_block_m(a, p, o, cc ? cc : 9);
   // Stand-in addresses: 256-byte aligned like real allocations.
   const Buffers b = carve(a, d, bm, CUdeviceptr(1) << 20, &bytes);
   std::vector<jit::KernelSpec> specs;

@@ -157,14 +157,22 @@ void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, 
                     "'" + key + "'");
 }
 
-int moe_grouped_gemm_block_m(double rows_per_expert) {
+int moe_grouped_gemm_block_m(double rows_per_expert, bool wgmma) {
   // Each expert's rows are padded to the tile height, and an expert whose
   // rows spill into a second tile reads its weights twice: decode-sized
   // groups take 16 or 32 rows. From 64 rows per expert up, 128-row wgmma
   // tiles win on the H200 even half empty: 64-row wgmma tiles halve the
   // weight reuse per tile and measured slower (DeepSeek-V3 T=4096 gate/up
   // 11.6 ms against 8.4 ms; docs/perf/fused_moe.md).
+  // With the warp-specialised kernel at hand, 64-row tiles from 9 rows per
+  // expert up: although mostly padding, they stream the weights by TMA
+  // faster than the mma.sync kernel's 32- and 64-row tiles. H200, session
+  // 15, whole layers: Mixtral T=256 (64 rows per expert) 1419 -> 851 us,
+  // Qwen3-30B T=512 (32) 431 -> 349 us, DeepSeek-V3 T=512 (16) 5.70 -> 5.41
+  // ms, Qwen3-30B T=256 (16) 356 -> 341 us; at 8 rows and fewer it tied or
+  // lost (DeepSeek-V3 T=256 5.30 both, T=64 4.65 -> 4.68 ms).
   if (rows_per_expert <= 8) return 16;
+  if (wgmma && rows_per_expert <= 64) return 64;
   if (rows_per_expert <= 24) return 32;
   if (rows_per_expert <= 64) return 64;
   return 128;
@@ -397,6 +405,14 @@ int sm_count_if_gpu(int device) {
   }
 }
 
+int cc_major_if_gpu(int device) {
+  try {
+    return rt::driver_available() ? rt::device_info(device).cc_major : 0;
+  } catch (const Error&) {
+    return 0;
+  }
+}
+
 MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over,
                                              int cc_major, int sm_count) {
   const bool dual = a.w_up.has_value();
@@ -428,9 +444,6 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
     return c;
   }
   const bool sm90_ok = cc_major == 9 && (c.block_m == 128 || c.block_m == 64) && vector_ok(a);
-  // 64-row wgmma tiles are there on request (sm90=1, tested); the default
-  // keeps the mma.sync kernel for them until a head-to-head measurement says
-  // which is faster at that height.
   TC_CHECK_ARG(over.sm90 >= -1 && over.sm90 <= 2, kOp, "sm90",
                "0 (mma.sync), 1 (wgmma) or 2 (warp-specialised wgmma)", std::to_string(over.sm90));
   TC_CHECK_ARG(over.sm90 < 1 || sm90_ok, kOp, "sm90",
@@ -442,7 +455,9 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   // Without TMA weights the warp-specialised kernel keeps B chunk offsets
   // inside one expert's matrix in 32 bits; such shapes default to sm90=1.
   const bool ws_ok = tma_ok(a) || N * a.a.shape[1] < (int64_t(1) << 31);
-  c.sm90 = over.sm90 >= 0 ? over.sm90 : sm90_ok && c.block_m == 128 ? (ws_ok ? 2 : 1) : 0;
+  // 64-row tiles (from 9 rows per expert up where the warp-specialised
+  // kernel applies, moe_grouped_gemm_block_m): that kernel too, else mma.sync.
+  c.sm90 = over.sm90 >= 0 ? over.sm90 : !sm90_ok ? 0 : c.block_m == 128 ? (ws_ok ? 2 : 1) : (ws_ok ? 2 : 0);
   TC_CHECK_ARG(over.tma >= -1 && over.tma <= 2, kOp, "tma",
                "0 (cp.async), 1 (weights by TMA), 2 (weights and A by TMA) or -1 (choose)", std::to_string(over.tma));
   TC_CHECK_ARG(over.tma < 1 || (c.sm90 == 2 && tma_ok(a)), kOp, "tma",
