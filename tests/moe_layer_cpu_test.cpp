@@ -530,8 +530,14 @@ TEST(MoeGroupedGemmCpu, HalfSkipConfig) {
   auto g = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view());
   g.tile_fill = fill.view();
   EXPECT_NO_THROW(ops::validate_moe_grouped_gemm(g, DeviceType::kCPU));
+  g.rows_used = 511;  // 2 experts: chosen on from 256 rows per expert
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, {}, 9, 132).half_skip, 0);
+  g.rows_used = 512;
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, {}, 9, 132).half_skip, 1);
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, c, 9, 132).half_skip, 0);
+  c.half_skip = 1, g.rows_used = 0;
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, c, 9, 132).half_skip, 1);
+  c.half_skip = 0;
   c.half_skip = 2;
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, c, 9, 132), ErrorKind::kInvalidArgument, "half_skip", "2");
   g.tile_fill = fill_bad.view();

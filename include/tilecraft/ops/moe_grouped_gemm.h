@@ -124,7 +124,8 @@ struct MoeGroupedGemmConfig {
   // Warp-specialised kernel, 128-row tiles, with tile_fill given: 1 = a
   // consumer warpgroup whose 64-row half holds no rows skips its MMAs
   // (an expert's last tile with at most 64 rows runs on one warpgroup),
-  // 0 = every half computes, -1 = choose (1). A launch parameter.
+  // 0 = every half computes, -1 = choose (1 from 256 rows_used per expert).
+  // A launch parameter.
   int half_skip = -1;
   // Decode combine kernel with schedule_settled: 1 = also hand each slot's
   // first weights to the L2 before the grid wait (within half the L2),

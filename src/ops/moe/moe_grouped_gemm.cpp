@@ -428,7 +428,12 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   TC_CHECK_ARG(over.half_skip >= -1 && over.half_skip <= 1, kOp, "half_skip",
                "0 (every half computes), 1 (empty 64-row halves skip their MMAs) or -1 (choose)",
                std::to_string(over.half_skip));
-  c.half_skip = over.half_skip != 0 ? 1 : 0;
+  // Chosen on from 256 rows per expert: H200, session 15, same runs (layer
+  // kernels, us): Qwen3-30B T=4096 (~256 rows per expert) gate/up 439 against
+  // 451, down 219 against 223; DeepSeek-V3 T=4096 (~128) lost, gate/up 5341-5351
+  // against 5259-5279 ms, down 2433-2438 against 2418-2419 (unexplained:
+  // its kernels are L2-bound, where skipped MMAs should change nothing).
+  c.half_skip = over.half_skip >= 0 ? over.half_skip : a.rows_used >= 256 * a.w.num_experts() ? 1 : 0;
   TC_CHECK_ARG(over.prefetch >= -1 && over.prefetch <= 1, kOp, "prefetch",
                "0 (no L2 prefetch), 1 (prefetch within half the L2) or -1 (choose)", std::to_string(over.prefetch));
   c.prefetch = over.prefetch == 1 ? 1 : 0;
