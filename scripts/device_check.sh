@@ -145,7 +145,8 @@ for s in $steps; do
       # every variant once per round (machines drift, rounds keep it fair).
       IFS=: read -r _ op w <<< "$s"
       log="$OUT/abcfg_${op}_${w}.log"
-      IFS=';' read -r -a variants <<< "${AB_CONFIGS:-}"
+      # (the appended ';' keeps a trailing empty entry, which read drops)
+      IFS=';' read -r -a variants <<< "${AB_CONFIGS:-};"
       [ ${#variants[@]} -gt 0 ] || variants=("")
       hung=()
       for r in $(seq "${AB_ROUNDS:-2}"); do
