@@ -323,9 +323,13 @@ struct GroupedGemmSm90Ws {
     }
   }
   // A consumer warp's release of slot `empty_s` (with pairs: in both CTAs).
+  // Its reads of the slot retired (wgmma.wait_group), and the slot is only
+  // rewritten by TMA, so a CTA-scope arrival suffices (as CUTLASS's
+  // multicast pipelines do); a cluster-scope release here costs a fence per
+  // warp and k-step.
   static __device__ __forceinline__ void release_slot(unsigned long long* empty_s, unsigned rank) {
     mbar_arrive(empty_s);
-    if constexpr (kPair) mbar_arrive_remote(cluster_map(smem_addr(empty_s), rank ^ 1u));
+    if constexpr (kPair) mbar_arrive_remote_cta(cluster_map(smem_addr(empty_s), rank ^ 1u));
   }
 
   // TMA_C: the tile goes out by tensor stores. The warpgroup stages a pass,
@@ -409,7 +413,7 @@ struct GroupedGemmSm90Ws {
           const bool mine = !kPair || w.mine;  // else a k-step walk without loads (the peer's tile is real)
           for (int t = 0; t < kt; ++t, ++g) {
             const unsigned s = g % STAGES;
-            if (g >= STAGES) pair_wait(empty + s, (g / STAGES - 1) & 1u);
+            if (g >= STAGES) mbar_wait(empty + s, (g / STAGES - 1) & 1u);
             if (mine)
               tma_stage(L, w.tile.expert, smem + s * kStageBytes, w.tile.row0, w.tile.col0, t * kGemmBK, full + s,
                         w.mc, rank);
@@ -445,7 +449,7 @@ struct GroupedGemmSm90Ws {
         const Plan plan = make_plan(p, src, w.tile.col0, threadIdx.x);
         for (int t = 0; t < kt; ++t, ++g) {
           const unsigned s = g % STAGES;
-          if (g >= STAGES) pair_wait(empty + s, (g / STAGES - 1) & 1u);
+          if (g >= STAGES) mbar_wait(empty + s, (g / STAGES - 1) & 1u);  // CTA scope: see release_slot
           if constexpr (TMA) {
             if (threadIdx.x == 0) {
               if (mine)

@@ -34,6 +34,13 @@ __device__ __forceinline__ void mbar_arrive_remote(unsigned cluster_addr) {
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_addr) : "memory");
 }
 
+// One arrival on a peer's mbarrier that orders nothing beyond this CTA
+// (release at CTA scope, the default): enough to say "done reading my own
+// slot" when the peer only overwrites that slot by TMA afterwards.
+__device__ __forceinline__ void mbar_arrive_remote_cta(unsigned cluster_addr) {
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_addr) : "memory");
+}
+
 // A 64-bit store into a peer's shared memory.
 __device__ __forceinline__ void st_remote_u64(unsigned cluster_addr, unsigned long long v) {
   asm volatile("st.shared::cluster.u64 [%0], %1;\n" ::"r"(cluster_addr), "l"(v) : "memory");
