@@ -98,14 +98,15 @@ TEST(GpuMoeGroupedGemm, CtaPairs) {
     EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w, {{"sm90", 2}, {"cluster", 2}}),
               3)
         << w;
-  for (int persistent : {2, 1, 0})
-    for (int g : {8, 3, 0})
-      for (const char* w : {"many-tiles", "many-tiles-contiguous"})
-        EXPECT_EQ(test::expect_manifest_cases_pass(
-                      "moe_grouped_gemm", DeviceType::kCUDA, w,
-                      {{"sm90", 2}, {"cluster", 2}, {"persistent", persistent}, {"group_m", g}}),
-                  3)
-            << w << " persistent=" << persistent << " group_m=" << g;
+  // (Each many-tiles case costs seconds of CPU golden: PersistentWarpSpecialisedKernel
+  // covers the other orders without pairs.)
+  for (auto [persistent, g] : {std::pair{2, 3}, std::pair{1, 8}, std::pair{0, 0}})
+    for (const char* w : {"many-tiles", "many-tiles-contiguous"})
+      EXPECT_EQ(test::expect_manifest_cases_pass(
+                    "moe_grouped_gemm", DeviceType::kCUDA, w,
+                    {{"sm90", 2}, {"cluster", 2}, {"persistent", persistent}, {"group_m", g}}),
+                3)
+          << w << " persistent=" << persistent << " group_m=" << g;
 }
 
 // Split K on the mma.sync kernel: whole and ragged K slices, both layouts,
