@@ -16,6 +16,7 @@
 #include "tilecraft/ops/fused_moe.h"
 #include "tilecraft/ops/moe_fused_mapping.h"
 #include "tilecraft/ops/moe_grouped_gemm.h"
+#include "tilecraft/runtime/driver.h"
 
 using namespace tilecraft;
 
@@ -794,6 +795,20 @@ TEST(FusedMoeCpu, KernelsForSm90a) {
   EXPECT_EQ(fused[1].function, "tc::moe::topk_gate_mapping_kernel");
   EXPECT_EQ(fused[3].function, "tc::moe::fused_mapping_kernel");
   EXPECT_GT(ops::fused_moe_workspace_bytes(a, L.params()), size_t(L.T * L.K * (L.H + L.I) * 2));
+}
+
+// 9..64 rows per expert: on sm_90 (what kernel listings assume without a
+// GPU) both projections take 64-row tiles on the warp-specialised kernel;
+// the mapping pads to 64. Elsewhere the arch-neutral heights (here 32).
+TEST(FusedMoeCpu, MidSizeBatchesTake64RowWgmmaTiles) {
+  const StandInLayer S(64);  // 64 tokens x top-2 over 8 experts: 16 rows per expert
+  const auto specs = ops::fused_moe_kernel_specs(S.args(), S.L.params());
+  int ws64 = 0;
+  for (const jit::KernelSpec& spec : specs) ws64 += spec.config.find("wgmma-ws bm=64") != std::string::npos;
+  EXPECT_EQ(ws64, 2) << "gate/up and down on 64-row warp-specialised tiles";
+  if (!rt::driver_available()) {
+    EXPECT_EQ(ops::fused_moe_block_m(S.args(), S.L.params()), 32);
+  }
 }
 
 // On the mapped path at decode the expert projections run the gemv kernel

@@ -466,9 +466,15 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   // Without TMA weights the warp-specialised kernel keeps B chunk offsets
   // inside one expert's matrix in 32 bits; such shapes default to sm90=1.
   const bool ws_ok = tma_ok(a) || N * a.a.shape[1] < (int64_t(1) << 31);
-  // 64-row tiles (from 9 rows per expert up where the warp-specialised
-  // kernel applies, moe_grouped_gemm_block_m): that kernel too, else mma.sync.
-  c.sm90 = over.sm90 >= 0 ? over.sm90 : !sm90_ok ? 0 : c.block_m == 128 ? (ws_ok ? 2 : 1) : (ws_ok ? 2 : 0);
+  // 64-row tile schedules (from 9 rows per expert up where the
+  // warp-specialised kernel applies, moe_grouped_gemm_block_m): that kernel
+  // too. Without a schedule (one group of at most 64 rows: the layer's
+  // router GEMM at T <= 64) mma.sync, whose split K spreads the few tiles
+  // over the SMs.
+  c.sm90 = over.sm90 >= 0      ? over.sm90
+           : !sm90_ok          ? 0
+           : c.block_m == 128  ? (ws_ok ? 2 : 1)
+                               : (ws_ok && a.tile_expert ? 2 : 0);
   TC_CHECK_ARG(over.tma >= -1 && over.tma <= 2, kOp, "tma",
                "0 (cp.async), 1 (weights by TMA), 2 (weights and A by TMA) or -1 (choose)", std::to_string(over.tma));
   TC_CHECK_ARG(over.tma < 1 || (c.sm90 == 2 && tma_ok(a)), kOp, "tma",
