@@ -67,11 +67,13 @@ struct MoeGroupedGemmArgs {
   //   nothing.
   int64_t a_repeat = 1;
   int64_t combine = 1;
-  // tile_expert (and num_tiles) were complete before the previous kernel on
-  // the stream began (the layer's down projection: the gate or the mapping
-  // wrote them two launches earlier). The decode kernels then prefetch their
-  // first weights into L2 while that kernel still runs (programmatic
-  // dependent launch). A hint: a wrong value costs only wasted reads.
+  // tile_expert, a_index and row_scale were complete before the previous
+  // kernel on the stream began (the layer's decode down projection: the gate
+  // wrote them two launches earlier). The decode combine kernel then reads
+  // its first item's slots while that kernel still runs (programmatic
+  // dependent launch), and with MoeGroupedGemmConfig::prefetch = 1 also
+  // prefetches its first weights into L2. Only set it when true: the early
+  // reads do not wait for the previous kernel.
   bool schedule_settled = false;
   // [M] int32 or absent: negative entries mark padding rows, and every tile
   // holds its rows in use first (moe_fused_mapping's pos_to_token). The

@@ -372,7 +372,8 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
   const Dims d = dims_of(a, p);
   if (d.T == 0) return;
   const int dev = a.x.device.index;
-  const int64_t bm = fused_moe_block_m(a, p, o);
+  const rt::DeviceInfo info = rt::device_info(dev);  // one lookup (a copy under a lock) per call
+  const int64_t bm = layer_block_m(a, p, o, info.cc_major);
   size_t bytes = 0;
   carve(a, d, bm, 0, &bytes);
   std::optional<rt::ScratchBuffer> scratch;
@@ -402,7 +403,7 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
   const MoeFusedMappingArgs mapping{b.ids, b.counts, b.offsets, b.slot_pos, b.pos_to_token, b.tile_expert, b.num_tiles};
   const MoeFusedMappingParams mp{int(d.E), int(bm), o.mapping_blocks};
   const bool gate = route && runs(o, FusedMoeStage::kGate), map = runs(o, FusedMoeStage::kMapping);
-  if (gate && map && fused_gate_mapping(o, d, sm_count_if_gpu(a.x.device.index))) {
+  if (gate && map && fused_gate_mapping(o, d, info.sm_count)) {
     moe_topk_gate_mapping(gate_args, p.gate, mapping, mp, stream, o.compile);
   } else {
     if (gate) moe_topk_gate(gate_args, p.gate, stream, o.compile);

@@ -399,20 +399,24 @@ bool moe_grouped_gemm_uses_gemv(const MoeGroupedGemmArgs& a, const MoeGroupedGem
   return resolve_gemv(a, over, resolve_block_m(a, over)) == 1;
 }
 
-int sm_count_if_gpu(int device) {
+namespace {
+std::optional<rt::DeviceInfo> device_info_if_gpu(int device) {
   try {
-    return rt::driver_available() ? rt::device_info(device).sm_count : 0;
+    if (rt::driver_available()) return rt::device_info(device);
   } catch (const Error&) {
-    return 0;
   }
+  return std::nullopt;
+}
+}  // namespace
+
+int sm_count_if_gpu(int device) {
+  const auto info = device_info_if_gpu(device);
+  return info ? info->sm_count : 0;
 }
 
 int cc_major_if_gpu(int device) {
-  try {
-    return rt::driver_available() ? rt::device_info(device).cc_major : 0;
-  } catch (const Error&) {
-    return 0;
-  }
+  const auto info = device_info_if_gpu(device);
+  return info ? info->cc_major : 0;
 }
 
 MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over,
@@ -741,18 +745,17 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   p.group_m = c.group_m;
   p.a_repeat = int(a.a_repeat), p.combine = int(a.combine);
   p.tile_fill = a.tile_fill && c.half_skip != 0 ? a.tile_fill->ptr<int>() : nullptr;
-  if (a.schedule_settled && c.gemv == 1 && a.combine > 1 && c.prefetch == 0) {
-    p.prefetch = -1;  // settled: the slots before the wait, no prefetch
-  } else if (a.schedule_settled && c.gemv == 1 && a.combine > 1) {
-    // The CTAs resident at once (2 per SM) prefetch at most half the L2 in
-    // all: more evicted itself before use (DeepSeek-V3 T = 1, H200: 264
-    // CTAs x 512 KB into 60 MB took down + combine to 81-84 us; within
-    // half the L2, 73 us; with no prefetch but the slots read early, 69 us,
-    // hence not the default).
+  if (a.schedule_settled && c.gemv == 1 && a.combine > 1) {
+    // Settled: the slots before the grid wait (-1), and with prefetch=1 the
+    // first weights into L2. The CTAs resident at once (2 per SM) prefetch
+    // at most half the L2 in all: more evicted itself before use
+    // (DeepSeek-V3 T = 1, H200: 264 CTAs x 512 KB into 60 MB took down +
+    // combine to 81-84 us; within half the L2, 73 us; with no prefetch but
+    // the slots read early, 69 us, hence not the default).
     const int64_t items = a.out.shape[0] * ((N + c.block_n - 1) / c.block_n);
     const int64_t resident = std::max<int64_t>(1, std::min<int64_t>(items, 2 * int64_t(dev.sm_count)));
     const int64_t bytes = std::min<int64_t>(int64_t(dev.l2_bytes) / 2 / resident / a.combine / 16 * 16, INT_MAX);
-    p.prefetch = bytes > 0 ? int(bytes) : -1;
+    p.prefetch = c.prefetch == 1 && bytes > 0 ? int(bytes) : -1;
   }
   unsigned grid_x = unsigned((M + c.block_m - 1) / c.block_m), grid_y = unsigned((N + c.block_n - 1) / c.block_n);
   TC_CHECK_ARG(c.group_m > 0 || c.sm90 == 2 || grid_y <= 65535, kOp, "out", "N / block_n <= 65535",
