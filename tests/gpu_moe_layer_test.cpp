@@ -92,19 +92,21 @@ TEST(GpuMoeGroupedGemm, PersistentWarpSpecialisedKernel) {
 // static walk and one pair per tile pair, in both CTA orders.
 TEST(GpuMoeGroupedGemm, CtaPairs) {
   TC_REQUIRE_GPU();
-  for (const char* w : {"prefill-bm128", "prefill-bm128-kn", "prefill-kn-tails", "kn-stacked", "prefill-nk",
-                        "race-layout-small", "nk-tails-bm128", "nk-rows-unaligned-bm128", "contiguous-a",
-                        "contiguous-a-kn-tails", "tall-tiles", "skewed-bm64"})
-    EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w, {{"sm90", 2}, {"cluster", 2}}),
-              3)
-        << w;
+  for (int mc : {1, 0})
+    for (const char* w : {"prefill-bm128", "prefill-bm128-kn", "prefill-kn-tails", "kn-stacked", "prefill-nk",
+                          "race-layout-small", "nk-tails-bm128", "nk-rows-unaligned-bm128", "contiguous-a",
+                          "contiguous-a-kn-tails", "tall-tiles", "skewed-bm64"})
+      EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w,
+                                                 {{"sm90", 2}, {"cluster", 2}, {"multicast", mc}}),
+                3)
+          << w << " multicast=" << mc;
   // (Each many-tiles case costs seconds of CPU golden: PersistentWarpSpecialisedKernel
   // covers the other orders without pairs.)
   for (auto [persistent, g] : {std::pair{2, 3}, std::pair{1, 8}, std::pair{0, 0}})
     for (const char* w : {"many-tiles", "many-tiles-contiguous"})
       EXPECT_EQ(test::expect_manifest_cases_pass(
                     "moe_grouped_gemm", DeviceType::kCUDA, w,
-                    {{"sm90", 2}, {"cluster", 2}, {"persistent", persistent}, {"group_m", g}}),
+                    {{"sm90", 2}, {"cluster", 2}, {"multicast", 1}, {"persistent", persistent}, {"group_m", g}}),
                 3)
           << w << " persistent=" << persistent << " group_m=" << g;
 }
@@ -465,16 +467,19 @@ TEST(GpuFusedMoe, CtaPairsKeepTheBits) {
   s.sync();
   const HostTensor want = L.out.to_host();
   for (int persistent : {2, 1, 0})
-    for (int skip : {0, 1}) {
-      ops::FusedMoeOptions o;
-      o.gate_up.cluster = o.down.cluster = 2;
-      o.gate_up.persistent = o.down.persistent = persistent;
-      o.gate_up.half_skip = o.down.half_skip = skip;
-      L.out.fill_bytes(0xff);
-      ops::fused_moe(L.args(), L.params(), s.get(), &ws, o);
-      s.sync();
-      EXPECT_TRUE(same_bits(want, L.out.to_host())) << "persistent " << persistent << ", half_skip " << skip;
-    }
+    for (int skip : {0, 1})
+      for (int mc : {0, 1}) {
+        ops::FusedMoeOptions o;
+        o.gate_up.cluster = o.down.cluster = 2;
+        o.gate_up.multicast = o.down.multicast = mc;
+        o.gate_up.persistent = o.down.persistent = persistent;
+        o.gate_up.half_skip = o.down.half_skip = skip;
+        L.out.fill_bytes(0xff);
+        ops::fused_moe(L.args(), L.params(), s.get(), &ws, o);
+        s.sync();
+        EXPECT_TRUE(same_bits(want, L.out.to_host()))
+            << "persistent " << persistent << ", half_skip " << skip << ", multicast " << mc;
+      }
 }
 
 // The decode path against the golden (smoke cases at T = 1 and 2 take it

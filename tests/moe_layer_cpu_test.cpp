@@ -321,7 +321,7 @@ TEST(MoeGroupedGemmCpu, CtaPairKernelsCompileWithoutSpills) {
     SCOPED_TRACE(c.str());
     EXPECT_EQ(c.sm90, 2);
     EXPECT_EQ(c.cluster, 2);
-    EXPECT_NE(c.str().find("cta-pairs-multicast"), std::string::npos);
+    EXPECT_NE(c.str().find("cta-pairs"), std::string::npos);
     const auto spec = ops::moe_grouped_gemm_kernel_spec(g, c);
     EXPECT_EQ(spec.template_args.back(), "2");
     const auto k = jit::compile(spec, {}, "sm_90a");
@@ -339,6 +339,16 @@ TEST(MoeGroupedGemmCpu, CtaPairConfig) {
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).cluster, 1);  // chosen: one CTA per tile, until measured
   ops::set_config_key(over, "cluster", 2, "moe_grouped_gemm", "--config");
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).cluster, 2);
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).multicast, 0);  // chosen: pairs load their own boxes
+  EXPECT_NE(ops::moe_grouped_gemm_config(g, over, 9).str().find("cta-pairs"), std::string::npos);
+  ops::set_config_key(over, "multicast", 1, "moe_grouped_gemm", "--config");
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).multicast, 1);
+  EXPECT_NE(ops::moe_grouped_gemm_config(g, over, 9).str().find("cta-pairs-multicast"), std::string::npos);
+  over.multicast = 2;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "multicast", "2");
+  over.multicast = 1, over.cluster = 1;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "multicast", "cluster=1");
+  over.multicast = -1, over.cluster = 2;
   over.tma = 0;  // multicast needs the weights by TMA
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "cluster", "tma=0");
   over.tma = -1, over.sm90 = 1;

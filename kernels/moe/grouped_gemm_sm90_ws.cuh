@@ -318,7 +318,7 @@ struct GroupedGemmSm90Ws {
       const long long mine = 2 * u + rank, peer = mine ^ 1;
       w.mine = mine < p.tiles_total && gemm_tile_at(p, mine, tiles, BM, BN, w.tile);
       const bool peer_ok = peer < p.tiles_total && gemm_tile_at(p, peer, tiles, BM, BN, other);
-      w.mc = w.mine && peer_ok && other.expert == w.tile.expert && other.col0 == w.tile.col0;
+      w.mc = p.multicast && w.mine && peer_ok && other.expert == w.tile.expert && other.col0 == w.tile.col0;
       return w.mine || peer_ok;
     }
   }

@@ -131,7 +131,7 @@ std::string MoeGroupedGemmConfig::str() const {
     return fmt::format("wgmma-ws bm={} bn={} bk={} stages={} warpgroups=1+2{}{}{}{}", block_m, block_n, kBK, stages,
                        tma == 2 ? " tma-a+weights" : tma == 1 ? " tma-weights" : "", tma_store == 1 ? " tma-store" : "",
                        persistent == 2 ? " persistent-dynamic" : persistent == 1 ? " persistent" : "",
-                       cluster == 2 ? " cta-pairs-multicast" : "");
+                       cluster == 2 ? (multicast == 1 ? " cta-pairs-multicast" : " cta-pairs") : "");
   return fmt::format("mma bm={} bn={} bk={} stages={} warps={}x{}{}", block_m, block_n, kBK, stages, warps_m, warps_n,
                      k_splits > 1 ? fmt::format(" split-k={}", k_splits) : "");
 }
@@ -152,10 +152,11 @@ void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, 
   else if (key == "half_skip") c.half_skip = value;
   else if (key == "prefetch") c.prefetch = value;
   else if (key == "cluster") c.cluster = value;
+  else if (key == "multicast") c.multicast = value;
   else
     throw_arg_error(ErrorKind::kInvalidArgument, op, arg,
                     "keys block_m, block_n, stages, warps_m, warps_n, sm90, tma, persistent, k_splits, group_m, gemv, "
-                    "tma_store, half_skip, prefetch, cluster",
+                    "tma_store, half_skip, prefetch, cluster, multicast",
                     "'" + key + "'");
 }
 
@@ -444,9 +445,15 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                "0 (no L2 prefetch), 1 (prefetch within half the L2) or -1 (choose)", std::to_string(over.prefetch));
   c.prefetch = over.prefetch == 1 ? 1 : 0;
   TC_CHECK_ARG(over.cluster == -1 || over.cluster == 1 || over.cluster == 2, kOp, "cluster",
-               "1 (one CTA per tile), 2 (CTA pairs sharing weights by multicast) or -1 (choose)",
+               "1 (one CTA per tile), 2 (CTA pairs in lockstep) or -1 (choose)",
                std::to_string(over.cluster));
+  TC_CHECK_ARG(over.multicast >= -1 && over.multicast <= 1, kOp, "multicast",
+               "1 (CTA pairs share weight boxes by multicast), 0 (each CTA loads its own) or -1 (choose)",
+               std::to_string(over.multicast));
+  TC_CHECK_ARG(over.multicast != 1 || over.cluster == 2, kOp, "multicast", "multicast=1 only with cluster=2",
+               fmt::format("cluster={}", over.cluster));
   c.cluster = 1;  // the warp-specialised kernel's choice below
+  c.multicast = 0;
   c.gemv = resolve_gemv(a, over, c.block_m);
   if (c.gemv == 1) {
     TC_CHECK_ARG(!mma_overrides(over), kOp, "gemv",
@@ -537,6 +544,7 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                  "CTA pairs only for the warp-specialised kernel with TMA weights (sm90=2, tma>=1)",
                  fmt::format("sm90={} tma={}", c.sm90, c.tma));
     c.cluster = over.cluster == 2 ? 2 : 1;
+    c.multicast = c.cluster == 2 && over.multicast == 1 ? 1 : 0;
     const int stage = c.block_m * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2;
     // The warp-specialised kernel also holds 32 KB of epilogue staging.
     c.stages = over.stages ? over.stages : std::min(6, (c.sm90 == 2 ? 192 : 200) * 1024 / stage);
@@ -745,6 +753,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   p.group_m = c.group_m;
   p.a_repeat = int(a.a_repeat), p.combine = int(a.combine);
   p.tile_fill = a.tile_fill && c.half_skip != 0 ? a.tile_fill->ptr<int>() : nullptr;
+  p.multicast = c.multicast;
   if (a.schedule_settled && c.gemv == 1 && a.combine > 1) {
     // Settled: the slots before the grid wait (-1), and with prefetch=1 the
     // first weights into L2. The CTAs resident at once (2 per SM) prefetch
