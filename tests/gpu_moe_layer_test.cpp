@@ -84,6 +84,33 @@ TEST(GpuMoeGroupedGemm, PersistentWarpSpecialisedKernel) {
             << w << " persistent=" << persistent << " group_m=" << g;
 }
 
+// CTA pairs (cluster=2: 2-CTA clusters over adjacent tiles, weights
+// multicast where both tiles read the same ones) on every form of the
+// warp-specialised kernel with TMA weights: stacked [N, K] and [K, N],
+// per-expert pointers, tails, 64- and 128-row tiles, A gathered and by TMA,
+// odd tile counts (a pair with one empty rank), tiles from the counter, a
+// static walk and one pair per tile pair, in both CTA orders.
+TEST(GpuMoeGroupedGemm, CtaPairs) {
+  TC_REQUIRE_GPU();
+  for (int mc : {1, 0})
+    for (const char* w : {"prefill-bm128", "prefill-bm128-kn", "prefill-kn-tails", "kn-stacked", "prefill-nk",
+                          "race-layout-small", "nk-tails-bm128", "nk-rows-unaligned-bm128", "contiguous-a",
+                          "contiguous-a-kn-tails", "tall-tiles", "skewed-bm64"})
+      EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w,
+                                                 {{"sm90", 2}, {"cluster", 2}, {"multicast", mc}}),
+                3)
+          << w << " multicast=" << mc;
+  // (Each many-tiles case costs seconds of CPU golden: PersistentWarpSpecialisedKernel
+  // covers the other orders without pairs.)
+  for (auto [persistent, g] : {std::pair{2, 3}, std::pair{1, 8}, std::pair{0, 0}})
+    for (const char* w : {"many-tiles", "many-tiles-contiguous"})
+      EXPECT_EQ(test::expect_manifest_cases_pass(
+                    "moe_grouped_gemm", DeviceType::kCUDA, w,
+                    {{"sm90", 2}, {"cluster", 2}, {"multicast", 1}, {"persistent", persistent}, {"group_m", g}}),
+                3)
+          << w << " persistent=" << persistent << " group_m=" << g;
+}
+
 // Split K on the mma.sync kernel: whole and ragged K slices, both layouts,
 // per-expert pointer tables (64 and 512 entries), scalar loads, empty experts.
 TEST(GpuMoeGroupedGemm, SplitK) {
@@ -424,6 +451,35 @@ TEST(GpuFusedMoe, HalfSkipKeepsTheBits) {
     s.sync();
     EXPECT_TRUE(same_bits(want, L.out.to_host())) << "rep " << rep << ", " << half_empty << " half-empty tiles";
   }
+}
+
+// CTA pairs in the layer: both projections on 2-CTA clusters give the same
+// bits as one CTA per tile (each tile's MMAs and epilogue are the same; only
+// who loads the weights changes), over the counter, the static walk and one
+// pair per tile pair, with half-skipped tiles.
+TEST(GpuFusedMoe, CtaPairsKeepTheBits) {
+  TC_REQUIRE_GPU();
+  Layer L(600, 16, 4, 98);
+  rt::Stream s;
+  ops::FusedMoeWorkspace ws;
+  ASSERT_EQ(ops::fused_moe_block_m(L.args(), L.params()), 128);
+  ops::fused_moe(L.args(), L.params(), s.get(), &ws, {});
+  s.sync();
+  const HostTensor want = L.out.to_host();
+  for (int persistent : {2, 1, 0})
+    for (int skip : {0, 1})
+      for (int mc : {0, 1}) {
+        ops::FusedMoeOptions o;
+        o.gate_up.cluster = o.down.cluster = 2;
+        o.gate_up.multicast = o.down.multicast = mc;
+        o.gate_up.persistent = o.down.persistent = persistent;
+        o.gate_up.half_skip = o.down.half_skip = skip;
+        L.out.fill_bytes(0xff);
+        ops::fused_moe(L.args(), L.params(), s.get(), &ws, o);
+        s.sync();
+        EXPECT_TRUE(same_bits(want, L.out.to_host()))
+            << "persistent " << persistent << ", half_skip " << skip << ", multicast " << mc;
+      }
 }
 
 // The decode path against the golden (smoke cases at T = 1 and 2 take it

@@ -228,9 +228,10 @@ TEST(MoeGroupedGemmCpu, WarpSpecialisedConfig) {
     TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g202, o, 9), ErrorKind::kInvalidArgument, "tma_store",
                     "rows of 404 bytes");
   }
-  EXPECT_EQ(spec.template_args.back(), "true");  // TMA_C
-  EXPECT_EQ(spec.template_args[spec.template_args.size() - 2], "false");  // A gathered through a_index: cp.async
-  EXPECT_EQ(spec.template_args[spec.template_args.size() - 3], "true");
+  EXPECT_EQ(spec.template_args.back(), "1");                              // CLUSTER: one CTA per tile
+  EXPECT_EQ(spec.template_args[spec.template_args.size() - 2], "true");   // TMA_C
+  EXPECT_EQ(spec.template_args[spec.template_args.size() - 3], "false");  // A gathered through a_index: cp.async
+  EXPECT_EQ(spec.template_args[spec.template_args.size() - 4], "true");
   over.tma = 0;
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).tma, 0);
   over.tma = -1;
@@ -254,7 +255,7 @@ TEST(MoeGroupedGemmCpu, WarpSpecialisedConfig) {
   const auto ca = ops::moe_grouped_gemm_config(g, over, 9);
   EXPECT_EQ(ca.tma, 2);
   EXPECT_NE(ca.str().find("tma-a+weights"), std::string::npos) << ca.str();
-  EXPECT_EQ(ops::moe_grouped_gemm_kernel_spec(g, ca).template_args.end()[-2], "true");
+  EXPECT_EQ(ops::moe_grouped_gemm_kernel_spec(g, ca).template_args.end()[-3], "true");
   g.a_index = idx.view();
   std::vector<HostTensor> many;
   g.w.stacked.reset();
@@ -292,6 +293,75 @@ TEST(MoeGroupedGemmCpu, WarpSpecialisedKernelsCompileWithoutSpills) {
         EXPECT_EQ(k->resources.registers, 168);
       }
   }
+}
+
+// CTA pairs (cluster=2): only for the warp-specialised kernel with TMA
+// weights; every form of it (gated or plain, 64- or 128-row tiles, A
+// gathered or by TMA, [K, N] weights, stores by TMA or not) compiles for
+// sm_90a without spills, at the register split the kernel's setmaxnreg
+// assumes.
+TEST(MoeGroupedGemmCpu, CtaPairKernelsCompileWithoutSpills) {
+  HostTensor a(DType::kBF16, {1024, 256}), w(DType::kBF16, {2, 512, 256}), wkn(DType::kBF16, {2, 256, 512}),
+      idx(DType::kI32, {1024}), out(DType::kBF16, {1024, 512});
+  struct Form {
+    bool gated, gathered, kn;
+    int block_m, store;
+  };
+  for (const Form f : {Form{true, true, false, 128, 1}, Form{false, false, false, 128, 1},
+                       Form{false, true, true, 128, 0}, Form{true, true, false, 64, 1}, Form{false, false, true, 64, 1}}) {
+    HostTensor tiles(DType::kI32, {1024 / f.block_m});
+    ops::MoeGroupedGemmArgs g =
+        gathered_args(a.view(), (f.kn ? wkn : w).view(), out.view(), tiles.view(), idx.view(), f.gated);
+    if (f.kn) g.w.layout = ops::WeightLayout::kKN;
+    if (f.kn && f.gated) g.w_up->layout = ops::WeightLayout::kKN;
+    if (!f.gathered) g.a_index.reset();
+    ops::MoeGroupedGemmConfig over;
+    over.block_m = f.block_m, over.tma_store = f.store, over.cluster = 2;
+    const auto c = ops::moe_grouped_gemm_config(g, over, 9);
+    SCOPED_TRACE(c.str());
+    EXPECT_EQ(c.sm90, 2);
+    EXPECT_EQ(c.cluster, 2);
+    EXPECT_NE(c.str().find("cta-pairs"), std::string::npos);
+    const auto spec = ops::moe_grouped_gemm_kernel_spec(g, c);
+    EXPECT_EQ(spec.template_args.back(), "2");
+    const auto k = jit::compile(spec, {}, "sm_90a");
+    EXPECT_EQ(k->resources.spill_store_bytes, 0);
+    EXPECT_EQ(k->resources.stack_frame_bytes, 0);
+    EXPECT_EQ(k->resources.registers, 168);
+  }
+}
+
+TEST(MoeGroupedGemmCpu, CtaPairConfig) {
+  HostTensor a(DType::kBF16, {1024, 256}), w(DType::kBF16, {2, 512, 256}), idx(DType::kI32, {1024}),
+      out(DType::kBF16, {1024, 512}), tiles(DType::kI32, {8});
+  ops::MoeGroupedGemmArgs g = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view());
+  ops::MoeGroupedGemmConfig over;
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).cluster, 1);  // chosen: one CTA per tile, until measured
+  ops::set_config_key(over, "cluster", 2, "moe_grouped_gemm", "--config");
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).cluster, 2);
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).multicast, 0);  // chosen: pairs load their own boxes
+  EXPECT_NE(ops::moe_grouped_gemm_config(g, over, 9).str().find("cta-pairs"), std::string::npos);
+  ops::set_config_key(over, "multicast", 1, "moe_grouped_gemm", "--config");
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).multicast, 1);
+  EXPECT_NE(ops::moe_grouped_gemm_config(g, over, 9).str().find("cta-pairs-multicast"), std::string::npos);
+  over.multicast = 2;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "multicast", "2");
+  over.multicast = 1, over.cluster = 1;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "multicast", "cluster=1");
+  over.multicast = -1, over.cluster = 2;
+  over.tma = 0;  // multicast needs the weights by TMA
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "cluster", "tma=0");
+  over.tma = -1, over.sm90 = 1;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "cluster", "sm90=1");
+  over.sm90 = 0;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "cluster", "mma.sync");
+  over.sm90 = -1, over.gemv = 1, over.block_m = 16;
+  HostTensor tiles16(DType::kI32, {64});
+  g.tile_expert = tiles16.view();
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "gemv", "cluster=2");
+  over.gemv = -1, over.block_m = 0, over.cluster = 3;
+  g.tile_expert = tiles.view();
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "cluster", "3");
 }
 
 // Experts of N * K >= 2^31 elements: the warp-specialised kernel with TMA

@@ -54,6 +54,10 @@ struct GroupedGemmParams {
   // on padding holds no rows: it skips its MMAs (its zeros are stored as
   // before), so the other half runs alone on the tensor cores.
   const int* tile_fill;
+  // CTA pairs (CLUSTER = 2) only: != 0 lets a pair whose tiles read the same
+  // weights load each weight box once and multicast it into both CTAs;
+  // 0: each CTA loads its own boxes (the pair still runs in lockstep).
+  int multicast;
 };
 
 // Shared memory the warp-specialised kernel keeps for its consumers'

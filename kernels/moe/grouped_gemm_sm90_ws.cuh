@@ -27,7 +27,25 @@
 // No deadlock: the producer waits only for the release of k-step t - STAGES,
 // which the consumers give once stage t - STAGES + 1 (issued earlier, and
 // published by the hardware when it lands) is in.
+//
+// CLUSTER = 2 (TMA weights only): CTAs 2c and 2c + 1 form a cluster that
+// takes tile pairs (2u, 2u + 1), CTA rank r tile 2u + r. Where both tiles
+// read the same weights (same expert, same columns: adjacent row tiles in the
+// grouped order) each weight box is loaded once, by rank (box index % 2), and
+// multicast into both CTAs' slots; every full barrier still expects the
+// stage's whole weight bytes. Because a peer writes into this CTA's ring,
+// a slot is refilled only when both CTAs' consumers released it: the empty
+// barriers count 16 arrivals, and each consumer warp arrives on its own and
+// on the peer's, on every k-step of every pair, multicast or not. So both
+// ranks run the same k-steps: a rank whose tile is empty (past the end, or of
+// no expert) while its peer's is not runs the pair's k-steps without loads,
+// MMAs or stores. Rank 0's producer takes the pair from the tile counter and
+// publishes it in both CTAs' tile rings (remote store and arrival); its
+// tempty counts both CTAs' readers (8 + 8 consumer warps + rank 1's
+// producer). A cluster barrier after the setup and before the exit keeps
+// every remote access inside both CTAs' lifetimes.
 #include "moe/grouped_gemm_sm90.cuh"
+#include "tile/cluster.cuh"
 
 namespace tc::moe {
 
@@ -61,6 +79,16 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const TmaDesc* map, int c
       "r"(smem_addr(bar))
       : "memory");
 }
+// The same box into the same shared-memory offset of every CTA in `mask`
+// (cluster ranks), completing `bytes` on each one's barrier at that offset.
+__device__ __forceinline__ void tma_load_3d_multicast(void* dst, const TmaDesc* map, int c0, int c1, int c2,
+                                                      unsigned long long* bar, unsigned short mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%2, %3, %4}], [%5], %6;\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr(bar)), "h"(mask)
+      : "memory");
+}
 // Tensor store of one box from shared memory (bulk async-group of this thread).
 __device__ __forceinline__ void tma_store_3d(const TmaDesc* map, const void* src, int c0, int c1, int c2) {
   asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(
@@ -87,9 +115,11 @@ __device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned pari
 }
 
 template <typename T, typename OutT, int BM, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE, bool TMA,
-          bool TMA_A, bool TMA_C>
+          bool TMA_A, bool TMA_C, int CLUSTER>
 struct GroupedGemmSm90Ws {
   static_assert(TMA || !TMA_A, "A by TMA only with the weights by TMA");
+  static_assert(CLUSTER == 1 || (CLUSTER == 2 && TMA), "CTA pairs share weights by TMA multicast only");
+  static constexpr bool kPair = CLUSTER == 2;
   static_assert(TMA || !TMA_C, "stores by TMA only with the weights by TMA (the launch that carries maps)");
   using Base = GroupedGemmSm90<T, OutT, BM, BN, STAGES, LAYOUT, DUAL, TABLE>;
   using Launch = typename GroupedGemmLaunchOf<TMA, TABLE ? TABLE : 1>::type;
@@ -170,10 +200,25 @@ struct GroupedGemmSm90Ws {
     }
   }
 
+  // Weight box number `box` of a stage: loaded into this CTA, or with mc
+  // (CTA pairs whose tiles read the same weights) by the rank of its parity
+  // into both CTAs.
+  static __device__ __forceinline__ void weight_box(void* dst, const TmaDesc* map, int c0, int c1, int c2,
+                                                    unsigned long long* bar, bool mc, unsigned rank, int box) {
+    if constexpr (kPair) {
+      if (mc) {
+        if (unsigned(box & 1) == rank) tma_load_3d_multicast(dst, map, c0, c1, c2, bar, 0x3);
+        return;
+      }
+    }
+    tma_load_3d(dst, map, c0, c1, c2, bar);
+  }
+
   // Thread 0: the stage's weight boxes (and with TMA_A its A box, rows
-  // row0.., zeros past a_rows) by TMA, counted on the full barrier.
+  // row0.., zeros past a_rows) by TMA, counted on the full barrier, which
+  // expects the whole stage whether the peer loads half of it (mc) or not.
   static __device__ __forceinline__ void tma_stage(const Launch& L, int expert, char* stage, int row0, int col0,
-                                                   int k0, unsigned long long* bar) {
+                                                   int k0, unsigned long long* bar, bool mc, unsigned rank) {
     mbar_arrive_expect_tx(bar, (TMA_A ? kABytes : 0) + kB * kBBytes);
     if constexpr (TMA_A) tma_load_3d(stage, &L.a_map, k0, row0, 0, bar);  // box [BM rows][64 k]
     const int map = TABLE ? expert : 0, e = TABLE ? 0 : expert;
@@ -181,52 +226,110 @@ struct GroupedGemmSm90Ws {
     for (int m = 0; m < kB; ++m) {
       char* bs = stage + kABytes + m * kBBytes;
       if constexpr (LAYOUT == 0) {
-        tma_load_3d(bs, &L.map[m][map], k0, col0, e, bar);  // box [BN n][64 k]
+        weight_box(bs, &L.map[m][map], k0, col0, e, bar, mc, rank, m);  // box [BN n][64 k]
       } else {
 #pragma unroll
         for (int blk = 0; blk < BN / 64; ++blk)  // boxes [64 k][64 n], 8 KB apart
-          tma_load_3d(bs + blk * 8192, &L.map[m][map], col0 + blk * 64, k0, e, bar);
+          weight_box(bs + blk * 8192, &L.map[m][map], col0 + blk * 64, k0, e, bar, mc, rank, m * (BN / 64) + blk);
       }
     }
   }
 
-  // Tile j of this CTA (j = 0, 1, ...): with the static walk blockIdx.x + j *
-  // gridDim.x; with the dynamic scheduler (p.sched) the producer's thread 0
-  // takes the next index from a global counter and publishes it in a ring of
-  // kTileRing slots (tfull: 1 arrival; tempty: one per consumer warp), so
-  // every role walks the same tiles in the order they were handed out and
-  // the CTAs resident at one time stay on neighbouring tiles (L2 sharing).
-  // An index >= tiles_total ends the walk. Both roles count k-steps g across
-  // tiles, so slot g % STAGES and its phases run on unbroken; the producer
-  // fills the next tile's stages while the consumers store this one.
+  // Work unit j of this CTA (j = 0, 1, ...): a tile, or with CTA pairs a
+  // tile pair. With the static walk unit first + j * stride (first: the
+  // CTA's, or pair's, index; stride: the grid's); with the dynamic scheduler
+  // (p.sched) the producer's thread 0 (rank 0's with pairs) takes the next
+  // index from a global counter and publishes it in a ring of kTileRing
+  // slots (tfull: 1 arrival; tempty: one per consumer warp, with pairs also
+  // the peer's and rank 1's producer), so every role walks the same units in
+  // the order they were handed out and the CTAs resident at one time stay on
+  // neighbouring tiles (L2 sharing). An index >= units_total ends the walk.
+  // Both roles count k-steps g across units, so slot g % STAGES and its
+  // phases run on unbroken; the producer fills the next tile's stages while
+  // the consumers store this one.
   static constexpr int kTileRing = 2;
   struct Sched {
     long long* ring;
     unsigned long long *tfull, *tempty;
   };
-  // Producer thread 0: publish tile j.
+  static __device__ __forceinline__ long long units_total(const GroupedGemmParams& p) {
+    return kPair ? (p.tiles_total + 1) / 2 : p.tiles_total;
+  }
+  // Waits on a barrier that, with pairs, the peer CTA may arrive on.
+  static __device__ __forceinline__ void pair_wait(unsigned long long* bar, unsigned parity) {
+    if constexpr (kPair) mbar_wait_cluster(smem_addr(bar), parity);
+    else mbar_wait(bar, parity);
+  }
+  // An arrival on rank 0's copy of `bar` (from rank 1: remote).
+  static __device__ __forceinline__ void arrive_on_rank0(unsigned long long* bar, unsigned rank) {
+    if (kPair && rank != 0) mbar_arrive_remote(cluster_map(smem_addr(bar), 0));
+    else mbar_arrive(bar);
+  }
+  // Producer thread 0 (rank 0's with pairs): publish unit j.
   static __device__ __forceinline__ void publish_tile(const GroupedGemmParams& p, const Sched& q, int j) {
     const int s = j % kTileRing;
-    if (j >= kTileRing) mbar_wait(q.tempty + s, unsigned(j / kTileRing - 1) & 1u);
+    if (j >= kTileRing) pair_wait(q.tempty + s, unsigned(j / kTileRing - 1) & 1u);
     const long long idx = atomicAdd(p.sched, 1u);
     q.ring[s] = idx;
+    if constexpr (kPair) {  // rank 1's copy first: the arrival releases the store
+      st_remote_u64(cluster_map(smem_addr(q.ring + s), 1), static_cast<unsigned long long>(idx));
+      mbar_arrive_remote(cluster_map(smem_addr(q.tfull + s), 1));
+    }
     mbar_arrive(q.tfull + s);
-    if (idx >= p.tiles_total) {  // this CTA's last fetch; the last CTA resets the pair
+    if (idx >= units_total(p)) {  // this CTA's last fetch; the last fetcher resets the pair
       __threadfence();
-      if (atomicAdd(p.sched + 1, 1u) == gridDim.x - 1) {
+      if (atomicAdd(p.sched + 1, 1u) == gridDim.x / CLUSTER - 1) {
         atomicExch(p.sched, 0u);
         atomicExch(p.sched + 1, 0u);
       }
     }
   }
-  // Consumer: read tile j (every thread waits, lane 0 of each warp releases).
-  static __device__ __forceinline__ long long read_tile(const Sched& q, int j) {
+  // Producer thread 0: unit j in this CTA's ring (published here, or by rank
+  // 0 into rank 1's ring).
+  static __device__ __forceinline__ void take_unit(const GroupedGemmParams& p, const Sched& q, int j, unsigned rank) {
+    if (!kPair || rank == 0) publish_tile(p, q, j);
+    else pair_wait(q.tfull + j % kTileRing, unsigned(j / kTileRing) & 1u);
+  }
+  // Consumer: read unit j (every thread waits, lane 0 of each warp releases).
+  static __device__ __forceinline__ long long read_tile(const Sched& q, int j, unsigned rank) {
     const int s = j % kTileRing;
-    mbar_wait(q.tfull + s, unsigned(j / kTileRing) & 1u);
+    pair_wait(q.tfull + s, unsigned(j / kTileRing) & 1u);
     const long long idx = q.ring[s];
     __syncwarp();
-    if (threadIdx.x % 32 == 0) mbar_arrive(q.tempty + s);
+    if (threadIdx.x % 32 == 0) arrive_on_rank0(q.tempty + s, rank);
     return idx;
+  }
+
+  // This CTA's part of unit u: its tile (mine: it has one) and, with pairs,
+  // whether the peer's tile reads the same weights (mc). False: neither CTA
+  // has a tile in the unit.
+  struct Work {
+    GemmTile tile;
+    bool mine, mc;
+  };
+  static __device__ __forceinline__ bool work_at(const GroupedGemmParams& p, long long u, int tiles, unsigned rank,
+                                                 Work& w) {
+    w.mc = false;
+    if constexpr (!kPair) {
+      w.mine = gemm_tile_at(p, u, tiles, BM, BN, w.tile);
+      return w.mine;
+    } else {
+      GemmTile other;
+      const long long mine = 2 * u + rank, peer = mine ^ 1;
+      w.mine = mine < p.tiles_total && gemm_tile_at(p, mine, tiles, BM, BN, w.tile);
+      const bool peer_ok = peer < p.tiles_total && gemm_tile_at(p, peer, tiles, BM, BN, other);
+      w.mc = p.multicast && w.mine && peer_ok && other.expert == w.tile.expert && other.col0 == w.tile.col0;
+      return w.mine || peer_ok;
+    }
+  }
+  // A consumer warp's release of slot `empty_s` (with pairs: in both CTAs).
+  // Its reads of the slot retired (wgmma.wait_group), and the slot is only
+  // rewritten by TMA, so a CTA-scope arrival suffices (as CUTLASS's
+  // multicast pipelines do); a cluster-scope release here costs a fence per
+  // warp and k-step.
+  static __device__ __forceinline__ void release_slot(unsigned long long* empty_s, unsigned rank) {
+    mbar_arrive(empty_s);
+    if constexpr (kPair) mbar_arrive_remote_cta(cluster_map(smem_addr(empty_s), rank ^ 1u));
   }
 
   // TMA_C: the tile goes out by tensor stores. The warpgroup stages a pass,
@@ -268,20 +371,26 @@ struct GroupedGemmSm90Ws {
     unsigned long long* empty = full + STAGES;
     const Sched q{reinterpret_cast<long long*>(empty + STAGES + 2 * kTileRing), empty + STAGES,
                   empty + STAGES + kTileRing};
+    const unsigned rank = kPair ? cluster_rank() : 0u;
     if (threadIdx.x == 0) {
-      for (int s = 0; s < STAGES; ++s) mbar_init(full + s, TMA_A ? 1 : TMA ? 129 : 128), mbar_init(empty + s, 8);
-      for (int s = 0; s < kTileRing; ++s) mbar_init(q.tfull + s, 1), mbar_init(q.tempty + s, 8);
+      // With pairs each slot is released by both CTAs' consumer warps, and
+      // rank 0's tile ring is read by both CTAs (and rank 1's producer).
+      for (int s = 0; s < STAGES; ++s)
+        mbar_init(full + s, TMA_A ? 1 : TMA ? 129 : 128), mbar_init(empty + s, kPair ? 16 : 8);
+      for (int s = 0; s < kTileRing; ++s) mbar_init(q.tfull + s, 1), mbar_init(q.tempty + s, kPair ? 17 : 8);
       mbar_init_fence();
     }
     grid_dependency_begin();  // after the shared-memory setup, before any global access
-    __syncthreads();
+    if constexpr (kPair) cluster_sync();  // both CTAs' barriers initialised before any remote arrival
+    else __syncthreads();
 
     const bool dynamic = p.sched != nullptr;
     const int tiles = p.num_tiles ? *p.num_tiles : (p.M + BM - 1) / BM;
+    const long long units = units_total(p), first = blockIdx.x / CLUSTER, stride = gridDim.x / CLUSTER;
     const int kt = (p.K + kGemmBK - 1) / kGemmBK;
     const int wg = threadIdx.x / 128;
-    unsigned g = 0;  // k-steps of this CTA so far, over all its tiles
-    GemmTile tile;
+    unsigned g = 0;  // k-steps of this CTA so far, over all its units
+    Work w;
     if (wg == 0) {  // producer
       // Registers: all 384 threads start with 168 (launch bounds); the
       // producer gives back down to 56 and the consumers take up to 224: room
@@ -293,48 +402,69 @@ struct GroupedGemmSm90Ws {
       if constexpr (TMA_A) {  // one thread issues every copy
         if (threadIdx.x != 0) return;
         for (int j = 0;; ++j) {
-          long long idx = blockIdx.x + (long long)j * gridDim.x;
-          if (dynamic) publish_tile(p, q, j), idx = q.ring[j % kTileRing];
-          if (idx >= p.tiles_total) break;
-          if (!gemm_tile_at(p, idx, tiles, BM, BN, tile)) continue;
+          long long u = first + j * stride;
+          if (dynamic) {
+            take_unit(p, q, j, rank);
+            u = q.ring[j % kTileRing];
+            if (kPair && rank != 0) arrive_on_rank0(q.tempty + j % kTileRing, rank);
+          }
+          if (u >= units) break;
+          if (!work_at(p, u, tiles, rank, w)) continue;
+          const bool mine = !kPair || w.mine;  // else a k-step walk without loads (the peer's tile is real)
           for (int t = 0; t < kt; ++t, ++g) {
             const unsigned s = g % STAGES;
             if (g >= STAGES) mbar_wait(empty + s, (g / STAGES - 1) & 1u);
-            tma_stage(L, tile.expert, smem + s * kStageBytes, tile.row0, tile.col0, t * kGemmBK, full + s);
+            if (mine)
+              tma_stage(L, w.tile.expert, smem + s * kStageBytes, w.tile.row0, w.tile.col0, t * kGemmBK, full + s,
+                        w.mc, rank);
+            else
+              mbar_arrive(full + s);
           }
         }
+        if constexpr (kPair) cluster_sync();
         return;
       }
       for (int j = 0;; ++j) {
         // Named barrier 1 (the producer warpgroup): every thread made its
         // previous plan and read the previous index before thread 0 publishes
-        // the next one and the sources are rewritten.
+        // the next one and the sources are rewritten (and, with pairs, rank
+        // 1's thread 0 tells rank 0 its ring slot is read).
         asm volatile("bar.sync 1, 128;\n" ::: "memory");
-        if (dynamic && threadIdx.x == 0) publish_tile(p, q, j);
+        if (dynamic && threadIdx.x == 0) {
+          if (kPair && rank != 0 && j > 0) arrive_on_rank0(q.tempty + (j - 1) % kTileRing, rank);
+          take_unit(p, q, j, rank);
+        }
         if (dynamic) asm volatile("bar.sync 1, 128;\n" ::: "memory");
-        const long long idx = dynamic ? q.ring[j % kTileRing] : blockIdx.x + (long long)j * gridDim.x;
-        if (idx >= p.tiles_total) break;
-        if (!gemm_tile_at(p, idx, tiles, BM, BN, tile)) continue;
-        gemm_tile_sources(p, tile.row0, BM, src);
+        const long long u = dynamic ? q.ring[j % kTileRing] : first + j * stride;
+        if (u >= units) break;
+        if (!work_at(p, u, tiles, rank, w)) continue;
+        const bool mine = !kPair || w.mine;
+        if (mine) gemm_tile_sources(p, w.tile.row0, BM, src);
         asm volatile("bar.sync 1, 128;\n" ::: "memory");
         const T* b[2] = {nullptr, nullptr};
         if constexpr (!TMA) {
 #pragma unroll
-          for (int m = 0; m < kB; ++m) b[m] = gemm_expert_weights<T, TABLE>(L, m, tile.expert);
+          for (int m = 0; m < kB; ++m) b[m] = gemm_expert_weights<T, TABLE>(L, m, w.tile.expert);
         }
-        const Plan plan = make_plan(p, src, tile.col0, threadIdx.x);
+        const Plan plan = make_plan(p, src, w.tile.col0, threadIdx.x);
         for (int t = 0; t < kt; ++t, ++g) {
           const unsigned s = g % STAGES;
-          if (g >= STAGES) mbar_wait(empty + s, (g / STAGES - 1) & 1u);
+          if (g >= STAGES) mbar_wait(empty + s, (g / STAGES - 1) & 1u);  // CTA scope: see release_slot
           if constexpr (TMA) {
-            if (threadIdx.x == 0)
-              tma_stage(L, tile.expert, smem + s * kStageBytes, tile.row0, tile.col0, t * kGemmBK, full + s);
+            if (threadIdx.x == 0) {
+              if (mine)
+                tma_stage(L, w.tile.expert, smem + s * kStageBytes, w.tile.row0, w.tile.col0, t * kGemmBK, full + s,
+                          w.mc, rank);
+              else
+                mbar_arrive(full + s);
+            }
           }
-          load_stage(p, b, plan, smem + s * kStageBytes, t * kGemmBK);
-          mbar_arrive_on_cp_async(full + s);
+          if (mine) load_stage(p, b, plan, smem + s * kStageBytes, t * kGemmBK);
+          mbar_arrive_on_cp_async(full + s);  // with no copies in flight: at once
         }
       }
       cp_async_wait_all();  // no thread leaves with copies in flight
+      if constexpr (kPair) cluster_sync();
       return;
     }
 
@@ -342,9 +472,10 @@ struct GroupedGemmSm90Ws {
     const int cw = wg - 1;  // consumer 0 or 1: its 64-row half (BM = 128) or column half (BM = 64)
     const bool releaser = threadIdx.x % 32 == 0;  // one arrival per consumer warp
     for (int j = 0;; ++j) {
-      const long long idx = dynamic ? read_tile(q, j) : blockIdx.x + (long long)j * gridDim.x;
-      if (idx >= p.tiles_total) break;
-      if (!gemm_tile_at(p, idx, tiles, BM, BN, tile)) continue;
+      const long long u = dynamic ? read_tile(q, j, rank) : first + j * stride;
+      if (u >= units) break;
+      if (!work_at(p, u, tiles, rank, w)) continue;
+      const bool mine = !kPair || w.mine;
       float acc[kB][kAcc];
 #pragma unroll
       for (int m = 0; m < kB; ++m)
@@ -352,34 +483,37 @@ struct GroupedGemmSm90Ws {
         for (int jj = 0; jj < kAcc; ++jj) acc[m][jj] = 0.f;
       // A 64-row half that holds no rows (p.tile_fill) computes nothing but
       // keeps the ring's protocol: it waits for each stage and releases it.
-      const bool live = BM != 128 || !p.tile_fill || p.tile_fill[tile.row0 + 64 * cw] >= 0;
+      // So does a pair's rank without a tile.
+      const bool live = mine && (BM != 128 || !p.tile_fill || p.tile_fill[w.tile.row0 + 64 * cw] >= 0);
       for (int t = 0; t < kt; ++t, ++g) {
         const unsigned s = g % STAGES;
         mbar_wait(full + s, (g / STAGES) & 1u);
         fence_async_shared();  // the generic-proxy cp.async writes, seen through the barrier, before wgmma reads
         if (live) Base::compute_stage(smem + s * kStageBytes, cw, acc);
         wgmma_wait<1>();  // the MMAs of k-step g - 1 retired: its slot may be refilled
-        if (t > 0 && releaser) mbar_arrive(empty + (g - 1) % STAGES);
+        if (t > 0 && releaser) release_slot(empty + (g - 1) % STAGES, rank);
       }
       wgmma_wait<0>();
-      if (kt > 0 && releaser) mbar_arrive(empty + (g - 1) % STAGES);  // the tile's last slot
+      if (kt > 0 && releaser) release_slot(empty + (g - 1) % STAGES, rank);  // the tile's last slot
+      if (!mine) continue;
       if constexpr (TMA_C)
-        store_tile_tma(L, acc, cw, tile.row0, tile.col0, staging + cw * Base::kStagingBytes, 2 + cw);
+        store_tile_tma(L, acc, cw, w.tile.row0, w.tile.col0, staging + cw * Base::kStagingBytes, 2 + cw);
       else
-        Base::store_tile_staged(p, acc, cw, tile.row0, tile.col0, staging + cw * Base::kStagingBytes, 2 + cw);
+        Base::store_tile_staged(p, acc, cw, w.tile.row0, w.tile.col0, staging + cw * Base::kStagingBytes, 2 + cw);
     }
     if constexpr (TMA_C) {
       if (threadIdx.x % 128 == 0) bulk_wait();  // the staging stays until the last stores are done
     }
+    if constexpr (kPair) cluster_sync();  // no CTA leaves while its peer may still arrive on its barriers
   }
 };
 
 template <typename T, typename OutT, int BM, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE, bool TMA,
-          bool TMA_A, bool TMA_C>
+          bool TMA_A, bool TMA_C, int CLUSTER>
 __global__ void __launch_bounds__(384, 1)
     grouped_gemm_sm90_ws_kernel(const __grid_constant__ typename GroupedGemmLaunchOf<TMA, TABLE ? TABLE : 1>::type L) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  GroupedGemmSm90Ws<T, OutT, BM, BN, STAGES, LAYOUT, DUAL, TABLE, TMA, TMA_A, TMA_C>::run(L);
+  GroupedGemmSm90Ws<T, OutT, BM, BN, STAGES, LAYOUT, DUAL, TABLE, TMA, TMA_A, TMA_C, CLUSTER>::run(L);
 #endif
 }
 

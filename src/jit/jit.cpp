@@ -1,5 +1,6 @@
 #include "tilecraft/jit/jit.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -7,6 +8,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <tuple>
 #include <unordered_map>
 
 #include "disk_cache.h"
@@ -172,28 +174,63 @@ bool dependent_launch_enabled() { return dependent_launch_flag().load(std::memor
 void set_dependent_launch(bool on) { dependent_launch_flag().store(on, std::memory_order_relaxed); }
 
 void launch(const Launchable& k, unsigned grid_x, unsigned grid_y, unsigned block_x, unsigned smem_bytes,
-            CUstream stream, void* params, unsigned grid_z) {
+            CUstream stream, void* params, unsigned grid_z, unsigned cluster_x) {
   void* args[] = {params};
-  if (!k.dependent || !dependent_launch_enabled()) {
+  const bool dependent = k.dependent && dependent_launch_enabled();
+  if (!dependent && cluster_x <= 1) {
     TC_DRV(cuLaunchKernel, k.fn, grid_x, grid_y, grid_z, block_x, 1, 1, smem_bytes, stream, args, nullptr);
     return;
   }
-  // The kernel may be scheduled once every CTA of the previous kernel has
-  // started (they allow it at once); its griddepcontrol.wait holds it until
-  // that kernel has finished and its writes are visible. Works under graph
-  // capture (a programmatic edge) and degrades to a plain dependency after a
-  // non-kernel node or a kernel that never allows it.
-  CUlaunchAttribute attr{};
-  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-  attr.value.programmaticStreamSerializationAllowed = 1;
+  // Dependent: the kernel may be scheduled once every CTA of the previous
+  // kernel has started (they allow it at once); its griddepcontrol.wait
+  // holds it until that kernel has finished and its writes are visible.
+  // Works under graph capture (a programmatic edge) and degrades to a plain
+  // dependency after a non-kernel node or a kernel that never allows it.
+  CUlaunchAttribute attrs[2]{};
+  unsigned n = 0;
+  if (dependent) {
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attrs[n++].value.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster_x > 1) {
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attrs[n].value.clusterDim.x = cluster_x, attrs[n].value.clusterDim.y = 1, attrs[n].value.clusterDim.z = 1;
+    ++n;
+  }
   CUlaunchConfig cfg{};
   cfg.gridDimX = grid_x, cfg.gridDimY = grid_y, cfg.gridDimZ = grid_z;
   cfg.blockDimX = block_x, cfg.blockDimY = 1, cfg.blockDimZ = 1;
   cfg.sharedMemBytes = smem_bytes;
   cfg.hStream = stream;
+  cfg.attrs = attrs;
+  cfg.numAttrs = n;
+  TC_DRV(cuLaunchKernelEx, &cfg, k.fn, args, nullptr);
+}
+
+int max_active_clusters(const Launchable& k, unsigned block_x, unsigned smem_bytes, unsigned cluster_x) {
+  // Asked on every launch of a clustered kernel: remembered per function and shape.
+  static std::mutex mu;
+  static std::map<std::tuple<CUfunction, unsigned, unsigned, unsigned>, int> known;
+  const auto key = std::make_tuple(k.fn, block_x, smem_bytes, cluster_x);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = known.find(key); it != known.end()) return it->second;
+  }
+  CUlaunchAttribute attr{};
+  attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attr.value.clusterDim.x = cluster_x, attr.value.clusterDim.y = 1, attr.value.clusterDim.z = 1;
+  CUlaunchConfig cfg{};
+  cfg.gridDimX = cluster_x, cfg.gridDimY = 1, cfg.gridDimZ = 1;  // one cluster: the grid must hold whole ones
+  cfg.blockDimX = block_x, cfg.blockDimY = 1, cfg.blockDimZ = 1;
+  cfg.sharedMemBytes = smem_bytes;
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
-  TC_DRV(cuLaunchKernelEx, &cfg, k.fn, args, nullptr);
+  int clusters = 0;
+  TC_DRV(cuOccupancyMaxActiveClusters, &clusters, k.fn, &cfg);
+  clusters = std::max(clusters, 1);
+  std::lock_guard<std::mutex> lock(mu);
+  known[key] = clusters;
+  return clusters;
 }
 
 void clear_memory_cache() {

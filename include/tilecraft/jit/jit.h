@@ -58,9 +58,14 @@ std::shared_ptr<const CompiledKernel> compile(const KernelSpec& spec, const Comp
 const Launchable& get_kernel(const KernelSpec& spec, const CompileOptions& options, int device = 0);
 
 // Launches with a single by-value parameter struct (every tilecraft kernel
-// takes exactly one `Params` argument).
+// takes exactly one `Params` argument). cluster_x > 1: thread-block clusters
+// of cluster_x CTAs along x (grid_x a multiple of it; sm_90+).
 void launch(const Launchable& k, unsigned grid_x, unsigned grid_y, unsigned block_x, unsigned smem_bytes,
-            CUstream stream, void* params, unsigned grid_z = 1);
+            CUstream stream, void* params, unsigned grid_z = 1, unsigned cluster_x = 1);
+
+// Clusters of cluster_x CTAs (block_x threads, smem_bytes of dynamic shared
+// memory each) that can be resident at once on k's device (at least 1).
+int max_active_clusters(const Launchable& k, unsigned block_x, unsigned smem_bytes, unsigned cluster_x);
 
 // Programmatic dependent launch of the kernels that allow it (default on;
 // TILECRAFT_PDL=0 starts the process with it off). Results are the same

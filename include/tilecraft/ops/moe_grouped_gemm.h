@@ -129,6 +129,17 @@ struct MoeGroupedGemmConfig {
   // 0 = every half computes, -1 = choose (1 from 256 rows_used per expert).
   // A launch parameter.
   int half_skip = -1;
+  // Warp-specialised kernel with TMA weights: 2 = CTA pairs (2-CTA
+  // clusters) take adjacent tiles and run their k-steps in lockstep (a slot
+  // is refilled once both CTAs released it), 1 = one CTA per tile,
+  // -1 = choose (see moe_grouped_gemm_config). Same bits either way.
+  int cluster = -1;
+  // CTA pairs only: 1 = where both tiles of a pair read the same weights
+  // (same expert and columns) each weight box is loaded once from L2 and
+  // multicast into both CTAs, 0 = each CTA loads its own, -1 = choose (0:
+  // on the H200 the multicast made every measured layer slower than the
+  // same pairs without it). A launch parameter.
+  int multicast = -1;
   // Decode combine kernel with schedule_settled: 1 = also hand each slot's
   // first weights to the L2 before the grid wait (within half the L2),
   // 0 = only read the first item's slots there, -1 = choose (0: on the H200
@@ -143,8 +154,8 @@ struct MoeGroupedGemmConfig {
 bool moe_grouped_gemm_uses_gemv(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over);
 
 // Sets the override named `key` (block_m, block_n, stages, warps_m, warps_n,
-// sm90, tma, persistent, k_splits, group_m, gemv, tma_store, half_skip, prefetch); an unknown key is an error
-// naming `op` and `arg`.
+// sm90, tma, persistent, k_splits, group_m, gemv, tma_store, half_skip, prefetch, cluster, multicast); an unknown key is an
+// error naming `op` and `arg`.
 void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, const char* op, const char* arg);
 
 struct MoeGroupedGemmOptions {

@@ -128,9 +128,10 @@ std::string MoeGroupedGemmConfig::str() const {
   if (gemv == 1) return fmt::format("gemv bm={} cols={} rows/pass<=4", block_m, block_n);
   if (sm90 == 1) return fmt::format("wgmma bm={} bn={} bk={} stages={} warpgroups=2", block_m, block_n, kBK, stages);
   if (sm90 == 2)
-    return fmt::format("wgmma-ws bm={} bn={} bk={} stages={} warpgroups=1+2{}{}{}", block_m, block_n, kBK, stages,
+    return fmt::format("wgmma-ws bm={} bn={} bk={} stages={} warpgroups=1+2{}{}{}{}", block_m, block_n, kBK, stages,
                        tma == 2 ? " tma-a+weights" : tma == 1 ? " tma-weights" : "", tma_store == 1 ? " tma-store" : "",
-                       persistent == 2 ? " persistent-dynamic" : persistent == 1 ? " persistent" : "");
+                       persistent == 2 ? " persistent-dynamic" : persistent == 1 ? " persistent" : "",
+                       cluster == 2 ? (multicast == 1 ? " cta-pairs-multicast" : " cta-pairs") : "");
   return fmt::format("mma bm={} bn={} bk={} stages={} warps={}x{}{}", block_m, block_n, kBK, stages, warps_m, warps_n,
                      k_splits > 1 ? fmt::format(" split-k={}", k_splits) : "");
 }
@@ -150,10 +151,12 @@ void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, 
   else if (key == "tma_store") c.tma_store = value;
   else if (key == "half_skip") c.half_skip = value;
   else if (key == "prefetch") c.prefetch = value;
+  else if (key == "cluster") c.cluster = value;
+  else if (key == "multicast") c.multicast = value;
   else
     throw_arg_error(ErrorKind::kInvalidArgument, op, arg,
                     "keys block_m, block_n, stages, warps_m, warps_n, sm90, tma, persistent, k_splits, group_m, gemv, "
-                    "tma_store, half_skip, prefetch",
+                    "tma_store, half_skip, prefetch, cluster, multicast",
                     "'" + key + "'");
 }
 
@@ -291,7 +294,7 @@ int auto_k_splits(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c, in
 // per item.
 bool mma_overrides(const MoeGroupedGemmConfig& o) {
   return o.sm90 >= 1 || o.tma >= 1 || o.persistent >= 1 || o.k_splits > 1 || o.stages || o.warps_m || o.warps_n ||
-         o.tma_store >= 1;
+         o.tma_store >= 1 || o.cluster == 2;
 }
 
 // The decode kernel: by default where the live rows average at most one per
@@ -441,13 +444,23 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   TC_CHECK_ARG(over.prefetch >= -1 && over.prefetch <= 1, kOp, "prefetch",
                "0 (no L2 prefetch), 1 (prefetch within half the L2) or -1 (choose)", std::to_string(over.prefetch));
   c.prefetch = over.prefetch == 1 ? 1 : 0;
+  TC_CHECK_ARG(over.cluster == -1 || over.cluster == 1 || over.cluster == 2, kOp, "cluster",
+               "1 (one CTA per tile), 2 (CTA pairs in lockstep) or -1 (choose)",
+               std::to_string(over.cluster));
+  TC_CHECK_ARG(over.multicast >= -1 && over.multicast <= 1, kOp, "multicast",
+               "1 (CTA pairs share weight boxes by multicast), 0 (each CTA loads its own) or -1 (choose)",
+               std::to_string(over.multicast));
+  TC_CHECK_ARG(over.multicast != 1 || over.cluster == 2, kOp, "multicast", "multicast=1 only with cluster=2",
+               fmt::format("cluster={}", over.cluster));
+  c.cluster = 1;  // the warp-specialised kernel's choice below
+  c.multicast = 0;
   c.gemv = resolve_gemv(a, over, c.block_m);
   if (c.gemv == 1) {
     TC_CHECK_ARG(!mma_overrides(over), kOp, "gemv",
-                 "no sm90, tma, tma_store, persistent, k_splits, stages or warps override with gemv=1",
-                 fmt::format("sm90={} tma={} tma_store={} persistent={} k_splits={} stages={} warps={}x{}", over.sm90,
-                             over.tma, over.tma_store, over.persistent, over.k_splits, over.stages, over.warps_m,
-                             over.warps_n));
+                 "no sm90, tma, tma_store, persistent, k_splits, stages, warps or cluster override with gemv=1",
+                 fmt::format("sm90={} tma={} tma_store={} persistent={} k_splits={} stages={} warps={}x{} cluster={}",
+                             over.sm90, over.tma, over.tma_store, over.persistent, over.k_splits, over.stages,
+                             over.warps_m, over.warps_n, over.cluster));
     c.sm90 = 0, c.stages = 0, c.warps_m = 1, c.warps_n = 8;
     c.block_n = gemv_block_n(a, over, c.block_m, sm_count);
     return c;
@@ -527,6 +540,11 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                  "the warp-specialised kernel with TMA weights (sm90=2, tma>=1) and output rows of a multiple of 16 bytes",
                  fmt::format("sm90={} tma={}, rows of {} bytes", c.sm90, c.tma, N * dtype_size(a.out.dtype)));
     c.tma_store = store_ok && over.tma_store != 0 ? 1 : 0;
+    TC_CHECK_ARG(over.cluster != 2 || (c.sm90 == 2 && c.tma >= 1), kOp, "cluster",
+                 "CTA pairs only for the warp-specialised kernel with TMA weights (sm90=2, tma>=1)",
+                 fmt::format("sm90={} tma={}", c.sm90, c.tma));
+    c.cluster = over.cluster == 2 ? 2 : 1;
+    c.multicast = c.cluster == 2 && over.multicast == 1 ? 1 : 0;
     const int stage = c.block_m * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2;
     // The warp-specialised kernel also holds 32 KB of epilogue staging.
     c.stages = over.stages ? over.stages : std::min(6, (c.sm90 == 2 ? 192 : 200) * 1024 / stage);
@@ -542,6 +560,8 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   }
   // Gated: 64 gate + 64 up columns per tile; plain: 128 (64 when N is small).
   c.block_n = over.block_n ? over.block_n : (dual || N <= 64 ? 64 : 128);
+  TC_CHECK_ARG(over.cluster != 2, kOp, "cluster",
+               "CTA pairs only for the warp-specialised kernel with TMA weights (sm90=2, tma>=1)", "the mma.sync kernel");
   if (over.k_splits == 0) c.k_splits = auto_k_splits(a, c, sm_count);
   c.warps_m = over.warps_m ? over.warps_m : (c.block_m >= 128 ? 2 : 1);
   c.warps_n = over.warps_n ? over.warps_n : 4;
@@ -589,7 +609,7 @@ jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const 
             c.sm90 == 2 ? std::vector<std::string>{in, out, std::to_string(c.block_m), std::to_string(c.block_n),
                                                    std::to_string(c.stages), lay, gated, std::to_string(table),
                                                    c.tma ? "true" : "false", c.tma == 2 ? "true" : "false",
-                                                   c.tma_store == 1 ? "true" : "false"}
+                                                   c.tma_store == 1 ? "true" : "false", std::to_string(c.cluster)}
                         : std::vector<std::string>{in, out, std::to_string(c.block_m), std::to_string(c.block_n),
                                                    std::to_string(c.stages), lay, gated, std::to_string(table)},
             cfg,
@@ -706,7 +726,8 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
                         uint64_t(a.out.dtype) << 35 | uint64_t(a.w.layout) << 39 | uint64_t(dual) << 40 |
                         uint64_t(vec) << 41 | uint64_t(table) << 42 | uint64_t(c.sm90) << 53 |
                         uint64_t(std::max(c.tma, 0)) << 55 | uint64_t(c.k_splits > 1) << 57 |
-                        uint64_t(c.gemv == 1) << 58 | uint64_t(c.tma_store == 1) << 59 | uint64_t(a.combine > 1) << 60;
+                        uint64_t(c.gemv == 1) << 58 | uint64_t(c.tma_store == 1) << 59 | uint64_t(a.combine > 1) << 60 |
+                        uint64_t(c.cluster == 2) << 61;
   const int smem = smem_bytes(c, dual);
   static jit::OpKernelCache kernels;
   const jit::Launchable& k = kernels.get(
@@ -732,6 +753,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   p.group_m = c.group_m;
   p.a_repeat = int(a.a_repeat), p.combine = int(a.combine);
   p.tile_fill = a.tile_fill && c.half_skip != 0 ? a.tile_fill->ptr<int>() : nullptr;
+  p.multicast = c.multicast;
   if (a.schedule_settled && c.gemv == 1 && a.combine > 1) {
     // Settled: the slots before the grid wait (-1), and with prefetch=1 the
     // first weights into L2. The CTAs resident at once (2 per SM) prefetch
@@ -758,6 +780,14 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
     // kernel loops when there are more.
     grid_x = unsigned(std::min<int64_t>(p.tiles_total, live_tiles_bound(a, c)));
     grid_y = 1;
+  } else if (c.sm90 == 2 && c.cluster == 2) {
+    // CTA pairs over tile pairs; persistent: as many pairs as fit at once
+    // (a pair takes two SMs of one GPC), else one pair per tile pair.
+    const int64_t pairs = (p.tiles_total + 1) / 2;
+    const int64_t resident = jit::max_active_clusters(k, unsigned(32 * c.warps_m * c.warps_n), unsigned(smem), 2);
+    grid_x = unsigned(2 * (c.persistent >= 1 ? std::min<int64_t>(pairs, resident) : pairs));
+    grid_y = 1;
+    if (c.persistent == 2) p.sched = launch_counter_pair(a.a.device.index, stream, kOp);
   } else if (c.sm90 == 2) {
     // 1-D walk over the tiles; persistent: one CTA per SM (the ring fills
     // the SM's shared memory) loops over them.
@@ -786,7 +816,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
     grid_z = unsigned(p.k_splits);
   }
   auto launch_main = [&](void* L) {
-    jit::launch(k, grid_x, grid_y, threads, unsigned(smem), stream, L, grid_z);
+    jit::launch(k, grid_x, grid_y, threads, unsigned(smem), stream, L, grid_z, unsigned(c.sm90 == 2 ? c.cluster : 1));
     if (c.k_splits > 1) launch_split_reduce(a, c, p, stream, o.compile);
   };
   if (c.tma >= 1) {  // warp-specialised kernel: never split
