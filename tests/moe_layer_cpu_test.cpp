@@ -364,6 +364,37 @@ TEST(MoeGroupedGemmCpu, CtaPairConfig) {
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "cluster", "3");
 }
 
+// CTA pairs are chosen for the gated projection where the experts average
+// 0.75..1.25 128-row tiles each, with half_skip; an explicit key wins.
+TEST(MoeGroupedGemmCpu, PairsChosenAroundOneTilePerExpert) {
+  HostTensor a(DType::kBF16, {1024, 256}), w(DType::kBF16, {4, 256, 256}), idx(DType::kI32, {1024}),
+      out(DType::kBF16, {1024, 256}), tiles(DType::kI32, {8});
+  ops::MoeGroupedGemmArgs g = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view(), true);
+  const ops::MoeGroupedGemmConfig none;
+  for (auto [rows, want] : {std::pair{383, 1}, std::pair{384, 2}, std::pair{512, 2}, std::pair{640, 2},
+                            std::pair{641, 1}, std::pair{1024, 1}}) {
+    g.rows_used = rows;  // 4 experts x 128 rows = 512
+    const auto c = ops::moe_grouped_gemm_config(g, none, 9, 132);
+    EXPECT_EQ(c.block_m, 128);
+    EXPECT_EQ(c.cluster, want) << rows << " rows";
+    EXPECT_EQ(c.multicast, 0) << rows << " rows";
+    // (From 256 rows per expert half_skip is on anyway: HalfSkipConfig.)
+    EXPECT_EQ(c.half_skip, want == 2 || rows >= 1024 ? 1 : 0) << rows << " rows";
+  }
+  g.rows_used = 512;
+  ops::MoeGroupedGemmConfig over;
+  over.half_skip = 0;
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9, 132).cluster, 2);
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9, 132).half_skip, 0);
+  over.half_skip = -1, over.cluster = 1;
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9, 132).cluster, 1);
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9, 132).half_skip, 0);
+  over.cluster = -1, over.tma = 0;  // pairs need the weights by TMA
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9, 132).cluster, 1);
+  g.w_up.reset();  // the plain projection keeps one CTA per tile
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, none, 9, 132).cluster, 1);
+}
+
 // Experts of N * K >= 2^31 elements: the warp-specialised kernel with TMA
 // weights takes them; without TMA (over 64 per-expert tensors) the default
 // falls back to the sm90=1 kernel, and forcing sm90=2 names the limit.

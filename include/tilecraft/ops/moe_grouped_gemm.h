@@ -132,7 +132,9 @@ struct MoeGroupedGemmConfig {
   // Warp-specialised kernel with TMA weights: 2 = CTA pairs (2-CTA
   // clusters) take adjacent tiles and run their k-steps in lockstep (a slot
   // is refilled once both CTAs released it), 1 = one CTA per tile,
-  // -1 = choose (see moe_grouped_gemm_config). Same bits either way.
+  // -1 = choose (2, with half_skip, for the gated projection on 128-row
+  // tiles where the experts average 0.75..1.25 tiles each; else 1; see
+  // pairs_by_default in moe_grouped_gemm.cpp). Same bits either way.
   int cluster = -1;
   // CTA pairs only: 1 = where both tiles of a pair read the same weights
   // (same expert and columns) each weight box is loaded once from L2 and

@@ -297,6 +297,25 @@ bool mma_overrides(const MoeGroupedGemmConfig& o) {
          o.tma_store >= 1 || o.cluster == 2;
 }
 
+// CTA pairs (cluster=2) by default: the gated projection on 128-row
+// warp-specialised tiles with TMA weights, where the experts average about
+// one tile each (0.75..1.25 x 128 rows), so about half of them spill into a
+// second, mostly empty tile; with half_skip on as well. H200, session 16,
+// same runs (layer, us): DeepSeek-V3 T=4096 (1.0 tile per expert) 7396-7555
+// against 7820-7830 (gate/up 4860-4979 against 5243-5252). Pairs lost
+// everywhere else measured: Kimi-K2 T=4096 (0.67 tiles) gate/up 6033-6043
+// against 5929-5950, Qwen3-235B T=4096 (2.0) 1778-1790 against 1672,
+// Qwen3-30B T=4096 (2.0) 513-515 against 440, race 2 (128) 1730 against 1445,
+// Mixtral T=4096 (4.0) 3582-3591 against 2936-2979; down projections tie or
+// lose. Why the pairs win there is not measured: the guess is that a pair
+// keeps an expert's two tiles in lockstep, so its weights stream from DRAM
+// once (session 11's ncu saw a quarter of them read twice).
+bool pairs_by_default(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c, bool dual) {
+  const int64_t tile_rows = int64_t(c.block_m) * a.w.num_experts();
+  return dual && c.sm90 == 2 && c.tma >= 1 && c.block_m == 128 && 4 * a.rows_used >= 3 * tile_rows &&
+         4 * a.rows_used <= 5 * tile_rows;
+}
+
 // The decode kernel: by default where the live rows average at most one per
 // expert (the layer at T <= E / top_k tokens), so each tile holds a few real
 // rows and one pass of up to 4 rows reads its weights once, and where each
@@ -543,8 +562,9 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
     TC_CHECK_ARG(over.cluster != 2 || (c.sm90 == 2 && c.tma >= 1), kOp, "cluster",
                  "CTA pairs only for the warp-specialised kernel with TMA weights (sm90=2, tma>=1)",
                  fmt::format("sm90={} tma={}", c.sm90, c.tma));
-    c.cluster = over.cluster == 2 ? 2 : 1;
+    c.cluster = over.cluster == 2 ? 2 : over.cluster == 1 ? 1 : pairs_by_default(a, c, dual) ? 2 : 1;
     c.multicast = c.cluster == 2 && over.multicast == 1 ? 1 : 0;
+    if (over.half_skip < 0 && over.cluster < 0 && c.cluster == 2) c.half_skip = 1;
     const int stage = c.block_m * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2;
     // The warp-specialised kernel also holds 32 KB of epilogue staging.
     c.stages = over.stages ? over.stages : std::min(6, (c.sm90 == 2 ? 192 : 200) * 1024 / stage);
