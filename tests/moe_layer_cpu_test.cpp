@@ -364,24 +364,25 @@ TEST(MoeGroupedGemmCpu, CtaPairConfig) {
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "cluster", "3");
 }
 
-// CTA pairs are chosen for the gated projection where the experts average
-// 0.75..1.25 128-row tiles each, with half_skip; an explicit key wins.
+// CTA pairs are chosen for the gated projection where 256 experts or more
+// average 0.75..1.25 128-row tiles each, with half_skip; an explicit key wins.
 TEST(MoeGroupedGemmCpu, PairsChosenAroundOneTilePerExpert) {
-  HostTensor a(DType::kBF16, {1024, 256}), w(DType::kBF16, {4, 256, 256}), idx(DType::kI32, {1024}),
-      out(DType::kBF16, {1024, 256}), tiles(DType::kI32, {8});
+  HostTensor a(DType::kBF16, {1024, 256}), w(DType::kBF16, {256, 256, 256}), few(DType::kBF16, {255, 256, 256}),
+      idx(DType::kI32, {1024}), out(DType::kBF16, {1024, 256}), tiles(DType::kI32, {8});
   ops::MoeGroupedGemmArgs g = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view(), true);
   const ops::MoeGroupedGemmConfig none;
-  for (auto [rows, want] : {std::pair{383, 1}, std::pair{384, 2}, std::pair{512, 2}, std::pair{640, 2},
-                            std::pair{641, 1}, std::pair{1024, 1}}) {
-    g.rows_used = rows;  // 4 experts x 128 rows = 512
+  const int64_t one = 256 * 128;  // 256 experts x one 128-row tile
+  for (auto [rows, want] : {std::pair{one * 3 / 4 - 1, 1}, std::pair{one * 3 / 4, 2}, std::pair{one, 2},
+                            std::pair{one * 5 / 4, 2}, std::pair{one * 5 / 4 + 1, 1}, std::pair{2 * one, 1}}) {
+    g.rows_used = rows;
     const auto c = ops::moe_grouped_gemm_config(g, none, 9, 132);
     EXPECT_EQ(c.block_m, 128);
     EXPECT_EQ(c.cluster, want) << rows << " rows";
     EXPECT_EQ(c.multicast, 0) << rows << " rows";
     // (From 256 rows per expert half_skip is on anyway: HalfSkipConfig.)
-    EXPECT_EQ(c.half_skip, want == 2 || rows >= 1024 ? 1 : 0) << rows << " rows";
+    EXPECT_EQ(c.half_skip, want == 2 || rows >= 2 * one ? 1 : 0) << rows << " rows";
   }
-  g.rows_used = 512;
+  g.rows_used = one;
   ops::MoeGroupedGemmConfig over;
   over.half_skip = 0;
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9, 132).cluster, 2);
@@ -392,6 +393,9 @@ TEST(MoeGroupedGemmCpu, PairsChosenAroundOneTilePerExpert) {
   over.cluster = -1, over.tma = 0;  // pairs need the weights by TMA
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9, 132).cluster, 1);
   g.w_up.reset();  // the plain projection keeps one CTA per tile
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, none, 9, 132).cluster, 1);
+  g = gathered_args(a.view(), few.view(), out.view(), tiles.view(), idx.view(), true);
+  g.rows_used = 255 * 128;  // fewer than 256 experts (Mixtral T=512 lost)
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, none, 9, 132).cluster, 1);
 }
 

@@ -133,7 +133,7 @@ struct MoeGroupedGemmConfig {
   // clusters) take adjacent tiles and run their k-steps in lockstep (a slot
   // is refilled once both CTAs released it), 1 = one CTA per tile,
   // -1 = choose (2, with half_skip, for the gated projection on 128-row
-  // tiles where the experts average 0.75..1.25 tiles each; else 1; see
+  // tiles where 256 experts or more average 0.75..1.25 tiles each; else 1; see
   // pairs_by_default in moe_grouped_gemm.cpp). Same bits either way.
   int cluster = -1;
   // CTA pairs only: 1 = where both tiles of a pair read the same weights

@@ -298,22 +298,25 @@ bool mma_overrides(const MoeGroupedGemmConfig& o) {
 }
 
 // CTA pairs (cluster=2) by default: the gated projection on 128-row
-// warp-specialised tiles with TMA weights, where the experts average about
-// one tile each (0.75..1.25 x 128 rows), so about half of them spill into a
-// second, mostly empty tile; with half_skip on as well. H200, session 16,
-// same runs (layer, us): DeepSeek-V3 T=4096 (1.0 tile per expert) 7396-7555
-// against 7820-7830 (gate/up 4860-4979 against 5243-5252). Pairs lost
-// everywhere else measured: Kimi-K2 T=4096 (0.67 tiles) gate/up 6033-6043
-// against 5929-5950, Qwen3-235B T=4096 (2.0) 1778-1790 against 1672,
-// Qwen3-30B T=4096 (2.0) 513-515 against 440, race 2 (128) 1730 against 1445,
-// Mixtral T=4096 (4.0) 3582-3591 against 2936-2979; down projections tie or
-// lose. Why the pairs win there is not measured: the guess is that a pair
-// keeps an expert's two tiles in lockstep, so its weights stream from DRAM
-// once (session 11's ncu saw a quarter of them read twice).
+// warp-specialised tiles with TMA weights, for 256 experts or more that
+// average about one tile each (0.75..1.25 x 128 rows), so about half of them
+// spill into a second, mostly empty tile; with half_skip on as well. H200,
+// session 16, same runs (gate/up kernel, us): DeepSeek-V3 T=4096 (1.0 tile
+// per expert) 4776-4779 against 5182-5201 (layer 7314-7331 against
+// 7780-7784); Kimi-K2 T=6144 (384 experts, 1.0) 7261-7341 against 8002-8031.
+// Pairs lost everywhere else measured: Mixtral T=512 (8 experts, 1.0 tile)
+// 718-719 against 669; Kimi-K2 T=4096 (0.67 tiles) 6033-6043 against
+// 5929-5950; Qwen3-235B T=4096 (2.0) 1778-1790 against 1672; Qwen3-30B
+// T=4096 (2.0) 513-515 against 440; race 2 (128) 1730 against 1445; Mixtral
+// T=4096 (4.0) 3582-3591 against 2936-2979; down projections tie or lose.
+// Nothing between 8 and 256 experts was measured. Why the pairs win is not
+// measured either: the guess is that a pair keeps an expert's two tiles in
+// lockstep, so its weights stream from DRAM once (session 11's ncu saw a
+// quarter of DeepSeek-V3's read twice).
 bool pairs_by_default(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c, bool dual) {
-  const int64_t tile_rows = int64_t(c.block_m) * a.w.num_experts();
-  return dual && c.sm90 == 2 && c.tma >= 1 && c.block_m == 128 && 4 * a.rows_used >= 3 * tile_rows &&
-         4 * a.rows_used <= 5 * tile_rows;
+  const int64_t experts = a.w.num_experts(), tile_rows = int64_t(c.block_m) * experts;
+  return dual && c.sm90 == 2 && c.tma >= 1 && c.block_m == 128 && experts >= 256 &&
+         4 * a.rows_used >= 3 * tile_rows && 4 * a.rows_used <= 5 * tile_rows;
 }
 
 // The decode kernel: by default where the live rows average at most one per
