@@ -31,7 +31,9 @@ ab_bench() {
   [ $? -ne 124 ] || { hung[$key]=1; echo "TIMED OUT after ${OP_TIMEOUT:-120} s (a hang?): not run again"; }
 }
 ab_summary() {
-  grep -E "^###|^\[|gate_up |down |mapping |kernel_only|WRONG|ERROR|TIMED OUT" "$1" | sed -E 's/ +\(.*//' | cut -c1-140
+  # (A wrong result keeps its marker, which follows the p90.)
+  grep -E "^###|^\[|gate_up |down |mapping |kernel_only|WRONG|ERROR|TIMED OUT" "$1" |
+    sed -E 's/ +\(.*WRONG RESULT.*/ WRONG RESULT/; s/ +\(.*//' | cut -c1-140
 }
 
 for s in $steps; do
