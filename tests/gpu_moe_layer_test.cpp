@@ -482,6 +482,43 @@ TEST(GpuFusedMoe, CtaPairsKeepTheBits) {
       }
 }
 
+// The default CTA pairs (gate/up of 256 experts at about one 128-row tile
+// each: DeepSeek-V3-like prefill, here with small H and I) keep the bits of
+// one CTA per tile, eager and replayed from a CUDA graph (cluster launches
+// captured with the rest of the chain).
+TEST(GpuFusedMoe, DefaultPairsKeepTheBitsInAGraph) {
+  TC_REQUIRE_GPU();
+  Layer L(4096, 256, 8, 97);
+  ASSERT_EQ(ops::fused_moe_block_m(L.args(), L.params()), 128);
+  rt::Stream s;
+  ops::FusedMoeWorkspace ws;
+  ops::FusedMoeOptions one;
+  one.gate_up.cluster = 1, one.gate_up.half_skip = 0;
+  ops::fused_moe(L.args(), L.params(), s.get(), &ws, one);
+  s.sync();
+  const HostTensor want = L.out.to_host();
+  L.out.fill_bytes(0xff);
+  ops::fused_moe(L.args(), L.params(), s.get(), &ws);
+  s.sync();
+  EXPECT_TRUE(same_bits(want, L.out.to_host())) << "eager, pairs by default";
+  L.out.fill_bytes(0xff);
+  const auto& d = rt::driver();
+  TC_CU(d.cuStreamBeginCapture(s.get(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  ops::fused_moe(L.args(), L.params(), s.get(), &ws);
+  CUgraph g;
+  TC_CU(d.cuStreamEndCapture(s.get(), &g));
+  CUgraphExec ge;
+  TC_CU(d.cuGraphInstantiate(&ge, g, 0));
+  for (int i = 0; i < 2; ++i) {
+    L.out.fill_bytes(0xff);
+    TC_CU(d.cuGraphLaunch(ge, s.get()));
+    s.sync();
+    EXPECT_TRUE(same_bits(want, L.out.to_host())) << "graph replay " << i;
+  }
+  d.cuGraphExecDestroy(ge);
+  d.cuGraphDestroy(g);
+}
+
 // The decode path against the golden (smoke cases at T = 1 and 2 take it
 // by default; forced on the larger NK cases) and against the mapped path on
 // the same inputs: within the bf16 tolerance (the decode path rounds each

@@ -856,6 +856,35 @@ TEST(FusedMoeCpu, MidSizeBatchesTake64RowWgmmaTiles) {
   }
 }
 
+// 256 experts at one 128-row tile each (T = 4096, top-8: DeepSeek-V3's
+// prefill shape, small H and I) run the gate/up projection on CTA pairs and
+// the down projection on one CTA per tile; at half a tile per expert
+// (T = 2048) neither pairs.
+TEST(FusedMoeCpu, DeepSeekLikePrefillPairsTheGateUp) {
+  void* fake = reinterpret_cast<void*>(uintptr_t(1) << 20);  // the specs read shapes and alignment only
+  const Device dev{DeviceType::kCUDA, 0};
+  auto view = [&](std::initializer_list<int64_t> shape) { return TensorView(fake, DType::kBF16, Shape(shape), dev); };
+  for (auto [T, want] : {std::pair<int64_t, int>{4096, 1}, std::pair<int64_t, int>{2048, 0}}) {
+    ops::FusedMoeArgs a;
+    a.x = view({T, 64});
+    a.out = view({T, 64});
+    a.w_router = view({256, 64});
+    a.w_gate.stacked = view({256, 32, 64});
+    a.w_up.stacked = view({256, 32, 64});
+    a.w_down.stacked = view({256, 64, 32});
+    ops::FusedMoeParams p;
+    p.top_k = 8;
+    int pairs = 0, gated_pairs = 0;
+    for (const jit::KernelSpec& spec : ops::fused_moe_kernel_specs(a, p)) {
+      const bool paired = spec.config.find("cta-pairs") != std::string::npos;
+      pairs += paired;
+      gated_pairs += paired && spec.config.find("silu") != std::string::npos;
+    }
+    EXPECT_EQ(pairs, want) << "T = " << T;
+    EXPECT_EQ(gated_pairs, want) << "T = " << T;
+  }
+}
+
 // On the mapped path at decode the expert projections run the gemv kernel
 // where chosen (or forced); a down projection on it passes pos_to_token as
 // row_token, so its 16-row tiles are one pass over their real row, not four
