@@ -338,6 +338,30 @@ struct Layer {
 bool same_bits(const HostTensor& a, const HostTensor& b) {
   return a.nbytes() == b.nbytes() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
 }
+
+// Captures one layer call (options o) on s into a CUDA graph, checks that
+// capturing did not run it, then replays it `replays` times, each onto a
+// poisoned output, expecting the bits `want`.
+void expect_graph_replays_bits(Layer& L, rt::Stream& s, ops::FusedMoeWorkspace& ws, const ops::FusedMoeOptions& o,
+                               const HostTensor& want, int replays) {
+  L.out.fill_bytes(0xff);
+  const auto& d = rt::driver();
+  TC_CU(d.cuStreamBeginCapture(s.get(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  ops::fused_moe(L.args(), L.params(), s.get(), &ws, o);
+  CUgraph g;
+  TC_CU(d.cuStreamEndCapture(s.get(), &g));
+  CUgraphExec ge;
+  TC_CU(d.cuGraphInstantiate(&ge, g, 0));
+  EXPECT_FALSE(same_bits(want, L.out.to_host())) << "capture must not have executed the layer";
+  for (int i = 0; i < replays; ++i) {
+    L.out.fill_bytes(0xff);
+    TC_CU(d.cuGraphLaunch(ge, s.get()));
+    s.sync();
+    EXPECT_TRUE(same_bits(want, L.out.to_host())) << "graph replay " << i;
+  }
+  d.cuGraphExecDestroy(ge);
+  d.cuGraphDestroy(g);
+}
 }  // namespace
 
 TEST(GpuFusedMoe, DeterministicBits) {
@@ -363,24 +387,7 @@ TEST(GpuFusedMoe, CudaGraphCaptureAndReplay) {
   ops::FusedMoeWorkspace ws;
   ops::fused_moe(L.args(), L.params(), s.get(), &ws);  // compiles, loads, sizes the workspace
   s.sync();
-  const HostTensor eager = L.out.to_host();
-  L.out.fill_bytes(0xff);
-  const auto& d = rt::driver();
-  TC_CU(d.cuStreamBeginCapture(s.get(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-  ops::fused_moe(L.args(), L.params(), s.get(), &ws);
-  CUgraph g;
-  TC_CU(d.cuStreamEndCapture(s.get(), &g));
-  CUgraphExec ge;
-  TC_CU(d.cuGraphInstantiate(&ge, g, 0));
-  EXPECT_FALSE(same_bits(eager, L.out.to_host())) << "capture must not have executed the layer";
-  for (int i = 0; i < 2; ++i) {
-    L.out.fill_bytes(0xff);
-    TC_CU(d.cuGraphLaunch(ge, s.get()));
-    s.sync();
-    EXPECT_TRUE(same_bits(eager, L.out.to_host())) << "replay " << i;
-  }
-  d.cuGraphExecDestroy(ge);
-  d.cuGraphDestroy(g);
+  expect_graph_replays_bits(L, s, ws, {}, L.out.to_host(), 2);
 }
 
 // Programmatic dependent launch lets each kernel of the chain start while
@@ -501,22 +508,7 @@ TEST(GpuFusedMoe, DefaultPairsKeepTheBitsInAGraph) {
   ops::fused_moe(L.args(), L.params(), s.get(), &ws);
   s.sync();
   EXPECT_TRUE(same_bits(want, L.out.to_host())) << "eager, pairs by default";
-  L.out.fill_bytes(0xff);
-  const auto& d = rt::driver();
-  TC_CU(d.cuStreamBeginCapture(s.get(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-  ops::fused_moe(L.args(), L.params(), s.get(), &ws);
-  CUgraph g;
-  TC_CU(d.cuStreamEndCapture(s.get(), &g));
-  CUgraphExec ge;
-  TC_CU(d.cuGraphInstantiate(&ge, g, 0));
-  for (int i = 0; i < 2; ++i) {
-    L.out.fill_bytes(0xff);
-    TC_CU(d.cuGraphLaunch(ge, s.get()));
-    s.sync();
-    EXPECT_TRUE(same_bits(want, L.out.to_host())) << "graph replay " << i;
-  }
-  d.cuGraphExecDestroy(ge);
-  d.cuGraphDestroy(g);
+  expect_graph_replays_bits(L, s, ws, {}, want, 2);
 }
 
 // The decode path against the golden (smoke cases at T = 1 and 2 take it
@@ -560,19 +552,7 @@ TEST(GpuFusedMoe, DecodePath) {
       s.sync();
       EXPECT_TRUE(same_bits(got, L.out.to_host())) << "run " << i;
     }
-    const auto& d = rt::driver();
-    TC_CU(d.cuStreamBeginCapture(s.get(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-    ops::fused_moe(L.args(), L.params(), s.get(), &ws, decode);
-    CUgraph g;
-    TC_CU(d.cuStreamEndCapture(s.get(), &g));
-    CUgraphExec ge;
-    TC_CU(d.cuGraphInstantiate(&ge, g, 0));
-    L.out.fill_bytes(0xff);
-    TC_CU(d.cuGraphLaunch(ge, s.get()));
-    s.sync();
-    EXPECT_TRUE(same_bits(got, L.out.to_host())) << "graph replay";
-    d.cuGraphExecDestroy(ge);
-    d.cuGraphDestroy(g);
+    expect_graph_replays_bits(L, s, ws, decode, got, 1);
   }
 }
 
