@@ -7,7 +7,8 @@
 #   on the GPU; TEST_FLAGS adds flags, e.g. "--config group_m=0"), bench:OP[:TAG]
 #   (its benchmark; TAG defaults to perf; BENCH_FLAGS adds flags), ncu:OP:WORKLOAD (Nsight Compute
 #   of that workload's kernels matching NCU_KERNELS, default the grouped GEMMs and GEMVs: speed of light,
-#   memory workload, warp stalls, L2 throughput; one timed repeat), ab:OP:WORKLOAD (this tree's
+#   memory workload, warp stalls, L2 throughput; one timed repeat; NCU_FLAGS adds bench flags such as
+#   "--config cluster=2", NCU_TAG names the log apart), ab:OP:WORKLOAD (this tree's
 #   kernel headers against each .ab_kernels/<rev> from scripts/kernel_ab.sh REV..., AB_ROUNDS rounds),
 #   abcfg:OP:WORKLOAD (the same binary under each of AB_CONFIGS, ';'-separated lists of key=val)
 set -uo pipefail
@@ -116,13 +117,13 @@ for s in $steps; do
       step "bench $op ${tag:-perf}" "rc=$?"; grep -vE "^\[" "$log" | tail -40 ;;
     ncu:*)
       IFS=: read -r _ op w <<< "$s"
-      log="$OUT/ncu_${op}_${w}.txt"
+      log="$OUT/ncu_${op}_${w}${NCU_TAG:+_$NCU_TAG}.txt"
       t0=$SECONDS
       timeout ${OP_TIMEOUT:-300} ncu --clock-control none -k "regex:${NCU_KERNELS:-grouped_gem}" \
         --launch-skip ${NCU_SKIP:-0} --launch-count ${NCU_COUNT:-2} \
         --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats \
         --section Occupancy --metrics lts__t_throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed --section ComputeWorkloadAnalysis \
-        $B/tilecraft bench --op "$op" --workload "$w" --warmup 0 --repeat 1 --trials 1 > "$log" 2>&1
+        $B/tilecraft bench --op "$op" --workload "$w" --warmup 0 --repeat 1 --trials 1 ${NCU_FLAGS:-} > "$log" 2>&1
       step "ncu $op $w" "rc=$? in $((SECONDS - t0))s"
       grep -E "^  [a-z_]+.*\(|Throughput|Duration|Hit Rate|lts__t|dram__|Pipe|Issue Slots|Stall|Registers|Achieved Occupancy" "$log" | head -${NCU_LINES:-60} ;;
     ab:*)
