@@ -6,6 +6,7 @@
 #include <set>
 
 #include "test_util.h"
+#include "tilecraft/harness/gpu_state.h"
 #include "tilecraft/harness/op_adapter.h"
 #include "tilecraft/harness/random.h"
 #include "tilecraft/harness/report.h"
@@ -141,4 +142,75 @@ TEST(Reports, PerformanceReportListsScopes) {
   EXPECT_NE(md.find("| fused_moe/Default/x | cached_e2e | 100.00"), std::string::npos) << md;
   EXPECT_NE(md.find("| | official_e2e | 120.00"), std::string::npos) << md;
   EXPECT_NE(md.find("ERROR cuBLAS missing"), std::string::npos) << md;
+}
+
+// The clock/power record around timed rounds: reason names, the deltas, when
+// a run counts as slowed, and a clear reason where NVML or the GPU is absent.
+TEST(GpuState, ReasonNames) {
+  EXPECT_EQ(clock_reason_names(0), "none");
+  EXPECT_EQ(clock_reason_names(0x4), "sw power cap");
+  EXPECT_EQ(clock_reason_names(0x44), "sw power cap, hw thermal slowdown");
+  EXPECT_EQ(clock_reason_names(0x1), "idle");
+  EXPECT_EQ(clock_reason_names(0x1000 | 0x8), "hw slowdown, bits 0x1000");
+}
+
+TEST(GpuState, DeltaAndSlowed) {
+  GpuCounters a, b;
+  a.wall_ns = 1'000'000'000, b.wall_ns = 1'500'000'000;  // 0.5 s
+  a.energy_mj = 10'000, b.energy_mj = 310'000;             // 300 J
+  a.power_violation_ns = 5'000'000, b.power_violation_ns = 5'000'000;
+  a.thermal_violation_ns = 0, b.thermal_violation_ns = 0;
+  b.sm_clock_mhz = 1980, b.max_sm_clock_mhz = 1980, b.temperature_c = 61, b.clock_event_reasons = 0;
+  GpuStateDelta d = gpu_state_delta(a, b);
+  EXPECT_DOUBLE_EQ(d.seconds, 0.5);
+  ASSERT_TRUE(d.avg_power_w.has_value());
+  EXPECT_DOUBLE_EQ(*d.avg_power_w, 600.0);
+  EXPECT_DOUBLE_EQ(d.power_held_ms.value(), 0.0);
+  EXPECT_FALSE(d.slowed());
+  b.power_violation_ns = 17'500'000;  // 12.5 ms held back by the power policy
+  d = gpu_state_delta(a, b);
+  EXPECT_DOUBLE_EQ(d.power_held_ms.value(), 12.5);
+  EXPECT_TRUE(d.slowed());
+  const nlohmann::json j = d.to_json();
+  EXPECT_TRUE(j["slowed"].get<bool>());
+  EXPECT_NE(j["summary"].get<std::string>().find("12.5 ms by power"), std::string::npos) << j.dump();
+  b.power_violation_ns = 5'000'000, b.sm_clock_mhz = 1755;  // busy, 11% below the maximum
+  EXPECT_TRUE(gpu_state_delta(a, b).slowed());
+  b.clock_event_reasons = 0x1;  // idle at the reading: its clock says nothing
+  EXPECT_FALSE(gpu_state_delta(a, b).slowed());
+  GpuCounters bare;  // counters NVML did not give: no field, no claim
+  bare.wall_ns = a.wall_ns + 1;
+  d = gpu_state_delta(a, bare);
+  EXPECT_FALSE(d.avg_power_w.has_value());
+  EXPECT_FALSE(d.power_held_ms.has_value());
+  EXPECT_FALSE(d.slowed());
+}
+
+TEST(GpuState, ReadsOrSaysWhyNot) {
+  std::string why;
+  const auto c = read_gpu_counters(0, &why);
+  if (c) {
+    EXPECT_GT(c->wall_ns, 0u);
+  } else {
+    EXPECT_FALSE(why.empty());
+  }
+}
+
+TEST(Reports, PerformanceReportNamesCasesTimedBelowFullClock) {
+  GpuCounters a, b;
+  a.wall_ns = 0, b.wall_ns = 20'000'000;
+  a.power_violation_ns = 0, b.power_violation_ns = 3'000'000;
+  nlohmann::json held{{"case_id", "fused_moe/Default/held"}, {"timing", {{"median_us", 10.0}}}};
+  held["gpu_state"] = gpu_state_delta(a, b).to_json();
+  nlohmann::json full{{"case_id", "fused_moe/Default/full"}, {"timing", {{"median_us", 10.0}}}};
+  full["gpu_state"] = gpu_state_delta(a, a).to_json();
+  std::string md = performance_report(EnvInfo{}, nullptr, {held, full}, "");
+  EXPECT_NE(md.find("## Cases timed below full clock"), std::string::npos) << md;
+  EXPECT_NE(md.find("| fused_moe/Default/held | GPU over 20 ms"), std::string::npos) << md;
+  EXPECT_EQ(md.find("| fused_moe/Default/full | GPU"), std::string::npos) << md;
+  md = performance_report(EnvInfo{}, nullptr, {full}, "");
+  EXPECT_NE(md.find("No case's clock was held back"), std::string::npos) << md;
+  nlohmann::json none{{"case_id", "x"}, {"gpu_state", {{"unavailable", "NVML (libnvidia-ml.so.1) not found"}}}};
+  md = performance_report(EnvInfo{}, nullptr, {none}, "");
+  EXPECT_NE(md.find("not recorded (NVML (libnvidia-ml.so.1) not found)"), std::string::npos) << md;
 }

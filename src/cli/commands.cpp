@@ -212,6 +212,9 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
                            r["case_id"].get<std::string>(), r["backend"].get<std::string>(), shape_summary(r),
                            t["median_us"].get<double>(), t["p90_us"].get<double>(), r["gbps"].get<double>(), frac,
                            r["verified"].get<bool>() ? "" : " WRONG RESULT"));
+      // The clock was held back while this case was timed: say so next to it.
+      if (r.contains("gpu_state") && r["gpu_state"].value("slowed", false))
+        con.line("    " + r["gpu_state"].value("summary", std::string()));
       if (r.value("bound", "") == "compute")
         con.line(fmt::format("    {:.1f} TFLOP/s = {:.1f}% of the GEMM ceiling ({})", r["tflops"].get<double>(),
                              100 * r.value("frac_gemm_peak", 0.0), r.value("scope", "")));

@@ -144,6 +144,28 @@ std::string performance_report(const EnvInfo& env, const Ceilings* ce, const Rec
                      r.contains("verified") ? (r["verified"].get<bool>() ? "yes" : "NO") : "-", r.value("flush", "-"));
     if (r.contains("error")) s += fmt::format("| ↳ error: {} |\n", r["error"].get<std::string>());
   }
+  // Clock and power policy over each case's timed rounds (NVML counters).
+  std::string slowed, unavailable;
+  int recorded = 0;
+  for (auto& r : recs) {
+    if (!r.contains("gpu_state")) continue;
+    const auto& g = r["gpu_state"];
+    if (g.contains("unavailable")) {
+      unavailable = g["unavailable"].get<std::string>();
+      continue;
+    }
+    ++recorded;
+    if (g.value("slowed", false))
+      slowed += fmt::format("| {} | {} |\n", r.value("case_id", "?"), g.value("summary", std::string()));
+  }
+  if (recorded && !slowed.empty())
+    s += "\n## Cases timed below full clock\n\nThe clock or power policy held these back while they were timed; "
+         "compare them only with runs in the same state.\n\n| case | GPU during timing |\n|---|---|\n" + slowed;
+  else if (recorded)
+    s += fmt::format("\nNo case's clock was held back by power or temperature while timed ({} cases, NVML counters).\n",
+                     recorded);
+  else if (!unavailable.empty())
+    s += "\nClock and power during timing: not recorded (" + unavailable + ").\n";
   // Composite ops: each scope timed under the same protocol (stages, end-to-end boundaries, baselines).
   bool any_scopes = false;
   for (auto& r : recs) any_scopes |= r.contains("scopes");

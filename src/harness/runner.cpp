@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "tilecraft/error.h"
+#include "tilecraft/harness/gpu_state.h"
 #include "tilecraft/harness/random.h"
 #include "tilecraft/jit/jit.h"
 #include "tilecraft/parallel.h"
@@ -382,7 +383,14 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
       const std::vector<TimedScope> scopes = a.bench_scopes(d, dc.in, dc.out, o);
       std::vector<std::function<void(CUstream)>> fns{fn};
       for (const TimedScope& sc : scopes) fns.push_back(sc.fn);
+      // The clock and power policy's record over the timed rounds (NVML
+      // counters before and after; nothing sampled while they run).
+      std::string no_state;
+      const std::optional<GpuCounters> before = read_gpu_counters(0, &no_state);
       const InterleavedTimings it = time_cuda_interleaved(fns, stream.get(), ctx.timing, ctx.flusher);
+      const std::optional<GpuCounters> after = before ? read_gpu_counters(0, &no_state) : std::nullopt;
+      r["gpu_state"] = before && after ? gpu_state_delta(*before, *after).to_json()
+                                       : nlohmann::json{{"unavailable", no_state}};
       t = it.stats[0];
       for (size_t k = 0; k < scopes.size(); ++k) {
         const TimedScope& sc = scopes[k];
