@@ -29,14 +29,17 @@
 // published by the hardware when it lands) is in.
 //
 // CLUSTER = 2 (TMA weights only): CTAs 2c and 2c + 1 form a cluster that
-// takes tile pairs (2u, 2u + 1), CTA rank r tile 2u + r. Where both tiles
-// read the same weights (same expert, same columns: adjacent row tiles in the
-// grouped order) each weight box is loaded once, by rank (box index % 2), and
-// multicast into both CTAs' slots; every full barrier still expects the
-// stage's whole weight bytes. Because a peer writes into this CTA's ring,
-// a slot is refilled only when both CTAs' consumers released it: the empty
-// barriers count 16 arrivals, and each consumer warp arrives on its own and
-// on the peer's, on every k-step of every pair, multicast or not. So both
+// takes tile pairs (2u, 2u + 1), CTA rank r tile 2u + r. With p.multicast,
+// where both tiles read the same weights (same expert, same columns: adjacent
+// row tiles in the grouped order) each weight box is loaded once, by rank
+// (box index % 2), and multicast into both CTAs' slots; every full barrier
+// still expects the stage's whole weight bytes. (On the H200 that measured
+// slower than each CTA loading its own boxes: multicast is off by default.)
+// Because a peer may write into this CTA's ring (and so that the two CTAs
+// stay in lockstep), a slot is refilled only when both CTAs' consumers
+// released it: the empty barriers count 16 arrivals, and each consumer warp
+// arrives on its own and on the peer's, on every k-step of every pair,
+// multicast or not. So both
 // ranks run the same k-steps: a rank whose tile is empty (past the end, or of
 // no expert) while its peer's is not runs the pair's k-steps without loads,
 // MMAs or stores. Rank 0's producer takes the pair from the tile counter and
