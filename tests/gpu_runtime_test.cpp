@@ -1,10 +1,12 @@
 // Runtime, JIT launch, device random generator and ceilings on a real GPU.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 
 #include "test_util.h"
 #include "tilecraft/harness/ceilings.h"
+#include "tilecraft/harness/gpu_state.h"
 #include "tilecraft/harness/random.h"
 #include "tilecraft/harness/timing.h"
 #include "tilecraft/jit/jit.h"
@@ -89,4 +91,34 @@ TEST(GpuRuntime, InterleavedTimingKeepsFunctionsApart) {
   EXPECT_GT(r.stats[0].median, 4 * r.stats[2].median) << r.stats[0].median << " ms vs " << r.stats[2].median << " ms";
   // The one-function form is the same protocol.
   EXPECT_EQ(harness::time_cuda(small, s.get(), ts, nullptr).samples_ms.size(), 10u);
+}
+
+// The clock/power record every CUDA bench carries: NVML ships with the
+// driver, so on a GPU machine the counters must be readable, name the device
+// CUDA ordinal 0 is (matched by PCI address), and give a sane delta around
+// some GPU work.
+TEST(GpuRuntime, ClockAndPowerCountersReadable) {
+  TC_REQUIRE_GPU();
+  std::string why;
+  const auto a = harness::read_gpu_counters(0, &why);
+  ASSERT_TRUE(a.has_value()) << why;
+  ASSERT_TRUE(a->sm_clock_mhz.has_value());
+  ASSERT_TRUE(a->max_sm_clock_mhz.has_value());
+  EXPECT_GT(*a->max_sm_clock_mhz, 500u);
+  EXPECT_LE(*a->sm_clock_mhz, *a->max_sm_clock_mhz + 1);
+  // Device work between the readings: 13 bf16 GEMMs of 8192^3.
+  std::string note;
+  EXPECT_GT(harness::cublas_gemm_tflops(0, 8192, note), 0.0) << note;
+  const auto b = harness::read_gpu_counters(0, &why);
+  ASSERT_TRUE(b.has_value()) << why;
+  const harness::GpuStateDelta d = harness::gpu_state_delta(*a, *b);
+  EXPECT_GT(d.seconds, 0.0);
+  if (d.avg_power_w) {
+    EXPECT_GT(*d.avg_power_w, 10.0);
+    EXPECT_LT(*d.avg_power_w, 2000.0);
+  }
+  if (d.power_held_ms) {
+    EXPECT_LE(*d.power_held_ms, d.seconds * 1e3 + 1);
+  }
+  std::printf("%s\n", d.summary().c_str());  // in the device log, for the record
 }
