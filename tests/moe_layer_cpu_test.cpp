@@ -336,7 +336,7 @@ TEST(MoeGroupedGemmCpu, CtaPairConfig) {
       out(DType::kBF16, {1024, 512}), tiles(DType::kI32, {8});
   ops::MoeGroupedGemmArgs g = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view());
   ops::MoeGroupedGemmConfig over;
-  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).cluster, 1);  // chosen: one CTA per tile (2 experts: see PairsChosenAroundOneTilePerExpert)
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).cluster, 1);  // 2 experts: no pairs
   ops::set_config_key(over, "cluster", 2, "moe_grouped_gemm", "--config");
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).cluster, 2);
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).multicast, 0);  // chosen: pairs load their own boxes
