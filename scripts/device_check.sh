@@ -10,7 +10,8 @@
 #   memory workload, warp stalls, L2 throughput; one timed repeat; NCU_FLAGS adds bench flags such as
 #   "--config cluster=2", NCU_TAG names the log apart), ab:OP:WORKLOAD (this tree's
 #   kernel headers against each .ab_kernels/<rev> from scripts/kernel_ab.sh REV..., AB_ROUNDS rounds),
-#   abcfg:OP:WORKLOAD (the same binary under each of AB_CONFIGS, ';'-separated lists of key=val)
+#   abcfg:OP:WORKLOAD (the same binary under each of AB_CONFIGS, ';'-separated lists of key=val),
+#   abgpu (the GPU tests matching AB_GPU_TESTS under each .ab_kernels/<rev>)
 set -uo pipefail
 OUT=${OUT:-/tmp/tilecraft_out}
 mkdir -p "$OUT"
@@ -57,6 +58,18 @@ for s in $steps; do
       (cd $B && timeout ${GPU_TIMEOUT:-480} ctest -L gpu -j "${GPU_JOBS:-2}" --output-on-failure) > "$OUT/gpu_tests.log" 2>&1
       rc=$?; step gpu_tests "rc=$rc in $((SECONDS - t0))s: $(grep -E 'tests passed|tests failed' "$OUT/gpu_tests.log" | tail -1)"
       grep -E "Failed|FAILED|Failure" "$OUT/gpu_tests.log" | head -20 ;;
+    abgpu)
+      # The GPU tests matching AB_GPU_TESTS (a ctest -R regex) under each
+      # .ab_kernels/<rev> (scripts/kernel_ab.sh): a kernel branch's
+      # correctness in the same call as its A/B, without rebuilding.
+      for kd in $(ls -d .ab_kernels/*/ 2>/dev/null); do
+        t0=$SECONDS
+        rev=$(basename "$kd")
+        (cd $B && TILECRAFT_KERNEL_DIR="$PWD/../$kd" timeout ${GPU_TIMEOUT:-480} \
+          ctest -L gpu -R "${AB_GPU_TESTS:-WarpSpecialised|CtaPairs}" -j "${GPU_JOBS:-2}" --output-on-failure) \
+          > "$OUT/abgpu_$rev.log" 2>&1
+        rc=$?; step "abgpu $rev" "rc=$rc in $((SECONDS - t0))s: $(grep -E 'tests passed|tests failed' "$OUT/abgpu_$rev.log" | tail -1)"
+      done ;;
     perf)
       timeout 240 $B/tilecraft bench --op moe_reduce_fused --tag perf ${BENCH_FLAGS:-} > "$OUT/bench_perf.log" 2>&1
       step bench_perf "rc=$?"; cat "$OUT/bench_perf.log" ;;
