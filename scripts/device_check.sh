@@ -65,6 +65,9 @@ for s in $steps; do
       for kd in $(ls -d .ab_kernels/*/ 2>/dev/null); do
         t0=$SECONDS
         rev=$(basename "$kd")
+        case "$(cat "$kd/NAME" 2>/dev/null)" in
+          diag/*) step "abgpu $rev" "skipped: $(cat "$kd/NAME") is a diagnostic (wrong results by design)"; continue ;;
+        esac
         (cd $B && TILECRAFT_KERNEL_DIR="$PWD/../$kd" timeout ${GPU_TIMEOUT:-480} \
           ctest -L gpu -R "${AB_GPU_TESTS:-WarpSpecialised|CtaPairs}" -j "${GPU_JOBS:-2}" --output-on-failure) \
           > "$OUT/abgpu_$rev.log" 2>&1

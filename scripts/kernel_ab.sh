@@ -22,5 +22,6 @@ for rev in "$@"; do
   mkdir -p "$d"
   git archive "$full" kernels | tar -x -C "$d" --strip-components=1
   echo "$full" > "$d/REVISION"
+  echo "$rev" > "$d/NAME"  # as given: abgpu skips diag/* (wrong results by design)
   echo "kernel_ab: $d holds kernels/ of $rev ($(find "$d" -name '*.cuh' | wc -l) headers)"
 done
