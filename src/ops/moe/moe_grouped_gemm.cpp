@@ -565,8 +565,9 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
     TC_CHECK_ARG(over.cluster != 2 || (c.sm90 == 2 && c.tma >= 1), kOp, "cluster",
                  "CTA pairs only for the warp-specialised kernel with TMA weights (sm90=2, tma>=1)",
                  fmt::format("sm90={} tma={}", c.sm90, c.tma));
-    c.cluster = over.cluster == 2 ? 2 : over.cluster == 1 ? 1 : pairs_by_default(a, c, dual) ? 2 : 1;
+    c.cluster = over.cluster >= 1 ? over.cluster : pairs_by_default(a, c, dual) ? 2 : 1;
     c.multicast = c.cluster == 2 && over.multicast == 1 ? 1 : 0;
+    // Pairs chosen here come with half_skip: their measured win had both.
     if (over.half_skip < 0 && over.cluster < 0 && c.cluster == 2) c.half_skip = 1;
     const int stage = c.block_m * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2;
     // The warp-specialised kernel also holds 32 KB of epilogue staging.
@@ -803,7 +804,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
     // kernel loops when there are more.
     grid_x = unsigned(std::min<int64_t>(p.tiles_total, live_tiles_bound(a, c)));
     grid_y = 1;
-  } else if (c.sm90 == 2 && c.cluster == 2) {
+  } else if (c.cluster == 2) {  // (only ever chosen for the warp-specialised kernel)
     // CTA pairs over tile pairs; persistent: as many pairs as fit at once
     // (a pair takes two SMs of one GPC), else one pair per tile pair.
     const int64_t pairs = (p.tiles_total + 1) / 2;
@@ -839,7 +840,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
     grid_z = unsigned(p.k_splits);
   }
   auto launch_main = [&](void* L) {
-    jit::launch(k, grid_x, grid_y, threads, unsigned(smem), stream, L, grid_z, unsigned(c.sm90 == 2 ? c.cluster : 1));
+    jit::launch(k, grid_x, grid_y, threads, unsigned(smem), stream, L, grid_z, unsigned(c.cluster));
     if (c.k_splits > 1) launch_split_reduce(a, c, p, stream, o.compile);
   };
   if (c.tma >= 1) {  // warp-specialised kernel: never split
