@@ -138,7 +138,7 @@ for s in $steps; do
       timeout ${OP_TIMEOUT:-300} ncu --clock-control none -k "regex:${NCU_KERNELS:-grouped_gem}" \
         --launch-skip ${NCU_SKIP:-0} --launch-count ${NCU_COUNT:-2} \
         --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats \
-        --section Occupancy --metrics lts__t_throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed --section ComputeWorkloadAnalysis \
+        --section Occupancy --section MemoryWorkloadAnalysis_Tables --section SchedulerStats --metrics lts__t_throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed --section ComputeWorkloadAnalysis \
         $B/tilecraft bench --op "$op" --workload "$w" --warmup 0 --repeat 1 --trials 1 ${NCU_FLAGS:-} > "$log" 2>&1
       step "ncu $op $w" "rc=$? in $((SECONDS - t0))s"
       grep -E "^  [a-z_]+.*\(|Throughput|Duration|Hit Rate|lts__t|dram__|Pipe|Issue Slots|Stall|Registers|Achieved Occupancy" "$log" | head -${NCU_LINES:-60} ;;
