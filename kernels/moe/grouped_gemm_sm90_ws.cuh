@@ -367,7 +367,11 @@ struct GroupedGemmSm90Ws {
         if (!extra || q == 0) bulk_wait_read();  // (q = 0: the previous tile's stores, long since read)
         else if (q >= 2) bulk_wait_read<1>();    // pass q - 2's, in the same buffer
       }
-      B::named_sync(bar);  // the staging is free
+      // The staging is free. The first pass into `extra` waits for both
+      // warpgroups (named barrier 4): the other one's last MMAs may still
+      // read that slot (its A rows, the shared B).
+      if (extra && q == 1) asm volatile("bar.sync 4, 256;\n" ::: "memory");
+      else B::named_sync(bar);
       B::stage_pass(L.p, acc, q, scale, dst);
       fence_async_shared();  // generic-proxy writes, then the tensor stores read them
       B::named_sync(bar);
