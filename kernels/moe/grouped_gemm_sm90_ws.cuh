@@ -100,8 +100,12 @@ __device__ __forceinline__ void tma_store_3d(const TmaDesc* map, const void* src
                : "memory");
 }
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-// This thread's bulk stores have read their shared memory (it may be rewritten).
-__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+// This thread's bulk stores, all but the newest N groups, have read their
+// shared memory (it may be rewritten).
+template <int N = 0>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
 // ... and have completed.
 __device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
@@ -251,6 +255,11 @@ struct GroupedGemmSm90Ws {
   // phases run on unbroken; the producer fills the next tile's stages while
   // the consumers store this one.
   static constexpr int kTileRing = 2;
+  // Tensor-store epilogues of two passes or more stage their odd passes in
+  // the tile's last ring slot (store_tile_tma), where it holds both
+  // warpgroups' staging.
+  static constexpr bool kHoldSlot =
+      TMA_C && Base::WN / Base::kPassCols > 1 && kStageBytes >= 2 * Base::kStagingBytes;
   struct Sched {
     long long* ring;
     unsigned long long *tfull, *tempty;
@@ -341,8 +350,11 @@ struct GroupedGemmSm90Ws {
   // N. The consumers go on to the next tile's MMAs while the stores drain;
   // thread 0 waits for them to have read the staging only before it is
   // rewritten (the next pass or tile), and for completion before it exits.
+  // With `extra` (kHoldSlot: the tile's last ring slot, held back from the
+  // producer), odd passes stage there, so pass 1 need not wait for pass 0's
+  // stores to have read `buf`: that wait stalled every 2-pass tile mid-epilogue.
   static __device__ __forceinline__ void store_tile_tma(const Launch& L, const float (&acc)[kB][kAcc], int wg,
-                                                        int row0, int col0, char* buf, int bar) {
+                                                        int row0, int col0, char* buf, char* extra, int bar) {
     using B = Base;
     const bool leader = threadIdx.x % 128 == 0;
     const int rbase = row0 + (wg / B::kWgN) * 64, cbase = col0 + (wg % B::kWgN) * B::WN;
@@ -350,15 +362,23 @@ struct GroupedGemmSm90Ws {
     B::row_scales(L.p, wg, row0, scale);
 #pragma unroll
     for (int q = 0; q < B::WN / B::kPassCols; ++q) {
-      if (leader) bulk_wait_read();
-      B::named_sync(bar);  // the staging is free
-      B::stage_pass(L.p, acc, q, scale, buf);
+      char* dst = extra && (q & 1) ? extra : buf;
+      if (leader) {
+        if (!extra || q == 0) bulk_wait_read();  // (q = 0: the previous tile's stores, long since read)
+        else if (q >= 2) bulk_wait_read<1>();    // pass q - 2's, in the same buffer
+      }
+      // The staging is free. The first pass into `extra` waits for both
+      // warpgroups (named barrier 4): the other one's last MMAs may still
+      // read that slot (its A rows, the shared B).
+      if (extra && q == 1) asm volatile("bar.sync 4, 256;\n" ::: "memory");
+      else B::named_sync(bar);
+      B::stage_pass(L.p, acc, q, scale, dst);
       fence_async_shared();  // generic-proxy writes, then the tensor stores read them
       B::named_sync(bar);
       if (leader) {
 #pragma unroll
         for (int blk = 0; blk < B::kRowBytes / 128; ++blk)
-          tma_store_3d(&L.c_map, buf + blk * 8192, cbase + q * B::kPassCols + blk * (128 / B::kOutBytes), rbase, 0);
+          tma_store_3d(&L.c_map, dst + blk * 8192, cbase + q * B::kPassCols + blk * (128 / B::kOutBytes), rbase, 0);
         bulk_commit();
       }
     }
@@ -474,6 +494,17 @@ struct GroupedGemmSm90Ws {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n" ::: "memory");
     const int cw = wg - 1;  // consumer 0 or 1: its 64-row half (BM = 128) or column half (BM = 64)
     const bool releaser = threadIdx.x % 32 == 0;  // one arrival per consumer warp
+    // kHoldSlot: a tile's last slot stays unreleased through its epilogue
+    // (odd passes stage in it) and is released after the next k-step's MMAs
+    // are issued, once this warpgroup's stores have read it; the producer
+    // meanwhile fills the other STAGES - 1 slots. `held`: the slot, or -1.
+    int held = -1;
+    const auto release_held = [&] {
+      if (threadIdx.x % 128 == 0) bulk_wait_read();
+      Base::named_sync(2 + cw);
+      if (releaser) release_slot(empty + held, rank);
+      held = -1;
+    };
     for (int j = 0;; ++j) {
       const long long u = dynamic ? read_tile(q, j, rank) : first + j * stride;
       if (u >= units) break;
@@ -495,15 +526,23 @@ struct GroupedGemmSm90Ws {
         if (live) Base::compute_stage(smem + s * kStageBytes, cw, acc);
         wgmma_wait<1>();  // the MMAs of k-step g - 1 retired: its slot may be refilled
         if (t > 0 && releaser) release_slot(empty + (g - 1) % STAGES, rank);
+        if (kHoldSlot && held >= 0) release_held();
       }
       wgmma_wait<0>();
-      if (kt > 0 && releaser) release_slot(empty + (g - 1) % STAGES, rank);  // the tile's last slot
+      const bool hold = kHoldSlot && mine && kt > 0;
+      if (kt > 0 && releaser && !hold) release_slot(empty + (g - 1) % STAGES, rank);  // the tile's last slot
       if (!mine) continue;
-      if constexpr (TMA_C)
-        store_tile_tma(L, acc, cw, w.tile.row0, w.tile.col0, staging + cw * Base::kStagingBytes, 2 + cw);
-      else
+      if constexpr (TMA_C) {
+        char* extra = nullptr;
+        if (hold) {
+          held = int((g - 1) % STAGES);
+          extra = smem + held * kStageBytes + cw * Base::kStagingBytes;
+        }
+        store_tile_tma(L, acc, cw, w.tile.row0, w.tile.col0, staging + cw * Base::kStagingBytes, extra, 2 + cw);
+      } else
         Base::store_tile_staged(p, acc, cw, w.tile.row0, w.tile.col0, staging + cw * Base::kStagingBytes, 2 + cw);
     }
+    if (kHoldSlot && held >= 0) release_held();  // (no producer waits for it; keeps the counts whole)
     if constexpr (TMA_C) {
       if (threadIdx.x % 128 == 0) bulk_wait();  // the staging stays until the last stores are done
     }
