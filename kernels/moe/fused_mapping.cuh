@@ -53,24 +53,19 @@ __device__ __forceinline__ void count_slots(const FusedMappingParams& p, long lo
 }
 
 // Warp 0: offs[1..E] hold padded sizes; afterwards offs[e] is the exclusive
-// prefix (offs[0] = 0, offs[E] = all rows in use). Lane l sums a contiguous
-// run of experts, one warp scan of those sums gives each run its base: one
-// round of shuffles instead of one per 32 experts.
+// prefix (offs[0] = 0, offs[E] = all rows in use).
 __device__ __forceinline__ void scan_offsets(int* offs, int E, int lane) {
-  const int per = (E + W - 1) / W;
-  const int lo = min(E, lane * per), hi = min(E, lo + per);
-  int sum = 0;
-  for (int e = lo; e < hi; ++e) sum += offs[e + 1];
-  int v = sum;  // inclusive scan of the runs' sums
+  int carry = 0;
+  for (int base = 0; base < E; base += W) {
+    const int e = base + lane;
+    int v = e < E ? offs[e + 1] : 0;
 #pragma unroll
-  for (int o = 1; o < W; o <<= 1) {
-    const int u = __shfl_up_sync(0xffffffffu, v, o);
-    if (lane >= o) v += u;
-  }
-  int run = v - sum;
-  for (int e = lo; e < hi; ++e) {
-    run += offs[e + 1];
-    offs[e + 1] = run;
+    for (int o = 1; o < W; o <<= 1) {
+      const int u = __shfl_up_sync(0xffffffffu, v, o);
+      if (lane >= o) v += u;
+    }
+    if (e < E) offs[e + 1] = carry + v;
+    carry += __shfl_sync(0xffffffffu, v, W - 1);
   }
   if (lane == 0) offs[0] = 0;
 }
