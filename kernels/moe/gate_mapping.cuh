@@ -11,7 +11,8 @@
 namespace tc::moe {
 
 // p.done reads 0 at launch; the last block resets it, so the same counter
-// serves the next launch (and every replay of a graph).
+// serves the next launch (and every replay of a graph). A grid of one block
+// leaves it alone.
 template <int MODE, int EPL, int K, int ROUND>
 __global__ void __launch_bounds__(kMappingThreads, 1) topk_gate_mapping_kernel(const GateMappingParams p) {
   constexpr int W = Target::kWarpSize;
@@ -19,18 +20,24 @@ __global__ void __launch_bounds__(kMappingThreads, 1) topk_gate_mapping_kernel(c
   grid_dependency_begin();
   const long long t = 1ll * blockIdx.x * (kMappingThreads / W) + threadIdx.x / W;
   if (t < g.num_tokens) topk_gate_token<MODE, EPL, K, ROUND>(g, t, threadIdx.x % W);
-  // Release this block's ids before it counts itself done (the classic
-  // last-block pattern: fence, then one atomic per block).
-  __threadfence();
-  __syncthreads();
-  __shared__ bool last;
-  if (threadIdx.x == 0) last = atomicAdd(p.done, 1u) == gridDim.x - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();  // acquire: every block's ids are visible (read through L2)
+  if (gridDim.x > 1) {
+    // Release this block's ids before it counts itself done (the classic
+    // last-block pattern: fence, then one atomic per block).
+    __threadfence();
+    __syncthreads();
+    __shared__ bool last;
+    if (threadIdx.x == 0) last = atomicAdd(p.done, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();  // acquire: every block's ids are visible (read through L2)
+  } else {
+    // One block (up to 32 tokens): its own ids are visible to it after the
+    // barrier; no fence or counter round trip (the decode path's latency).
+    __syncthreads();
+  }
   extern __shared__ int smem[];
   fused_mapping_block(p.mapping, smem);
-  if (threadIdx.x == 0) *p.done = 0u;
+  if (threadIdx.x == 0 && gridDim.x > 1) *p.done = 0u;
 }
 
 }  // namespace tc::moe

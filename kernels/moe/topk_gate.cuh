@@ -32,6 +32,101 @@ __device__ __forceinline__ float round_score(float v) {
 constexpr int kGateWarpsPerBlock = 4;
 constexpr int kMaxGroups = Target::kWarpSize;  // one group score per lane
 
+// Grouped routing, any group size: group g's top-2 by two warp arg-maxes
+// per group in turn (lane g keeps its score), then the topk_group best
+// groups by warp arg-maxes over the lanes; ties to the smaller index.
+// Returns the kept groups as a bit mask (n_group <= warp size).
+template <int EPL>
+__device__ __forceinline__ unsigned kept_groups_by_lane(const TopkGateParams& p, const float (&choice)[EPL],
+                                                        const int (&grp)[EPL], int lane, int gsize) {
+  constexpr int W = Target::kWarpSize;
+  const float kNegInf = -__int_as_float(0x7f800000);
+  float my_gscore = kNegInf;
+#pragma unroll 1
+  for (int g = 0; g < p.n_group; ++g) {
+    // Top-2 choice scores of group g.
+    ArgMax best{kNegInf, 0x7fffffff, 0.f};
+#pragma unroll
+    for (int j = 0; j < EPL; ++j) {
+      const int e = lane + j * W;
+      if (grp[j] == g && (choice[j] > best.value || (choice[j] == best.value && e < best.index)))
+        best = ArgMax{choice[j], e, 0.f};
+    }
+    const ArgMax first = warp_argmax(best);
+    ArgMax second{kNegInf, 0x7fffffff, 0.f};
+#pragma unroll
+    for (int j = 0; j < EPL; ++j) {
+      const int e = lane + j * W;
+      if (grp[j] == g && e != first.index &&
+          (choice[j] > second.value || (choice[j] == second.value && e < second.index)))
+        second = ArgMax{choice[j], e, 0.f};
+    }
+    const ArgMax sec = warp_argmax(second);
+    if (lane == g) my_gscore = gsize >= 2 ? first.value + sec.value : first.value;
+  }
+  // Keep the topk_group best groups, ties to the smaller group index.
+  unsigned keep = 0;
+#pragma unroll 1
+  for (int r = 0; r < p.topk_group; ++r) {
+    const bool open = lane < p.n_group && !(keep >> lane & 1u);
+    const ArgMax g = warp_argmax(ArgMax{open ? my_gscore : kNegInf, open ? lane : 0x7fffffff, 0.f});
+    keep |= 1u << g.index;
+  }
+  return keep;
+}
+
+// The top-2 of the union of two (largest, second largest) pairs. Symmetric
+// and exact (no arithmetic), so every lane of a butterfly ends with the same.
+__device__ __forceinline__ void top2_merge(float& a1, float& a2, float b1, float b2) {
+  a2 = fmaxf(fminf(a1, b1), fmaxf(a2, b2));
+  a1 = fmaxf(a1, b1);
+}
+
+// Grouped routing where a group is whole register slots (group size a
+// multiple of the warp size, e.g. 256 experts in 8 groups): register slot j
+// of every lane holds experts 32j.., all in group grp[j]. One butterfly
+// gives every lane every slot's top-2 (all slots at once: 5 dependent
+// shuffle rounds instead of 2 x n_group warp arg-maxes in turn), the groups'
+// scores follow in registers, and each lane picks the kept groups itself.
+// Same scores (the two largest choices, summed in that order) and ties
+// (smaller group index) as kept_groups_by_lane.
+template <int EPL>
+__device__ __forceinline__ unsigned kept_groups_by_slot(const TopkGateParams& p, const float (&choice)[EPL],
+                                                        const int (&grp)[EPL]) {
+  constexpr int W = Target::kWarpSize;
+  const float kNegInf = -__int_as_float(0x7f800000);
+  float t1[EPL], t2[EPL];
+#pragma unroll
+  for (int j = 0; j < EPL; ++j) t1[j] = choice[j], t2[j] = kNegInf;
+#pragma unroll
+  for (int o = W / 2; o > 0; o >>= 1)
+#pragma unroll
+    for (int j = 0; j < EPL; ++j) {
+      const float b1 = __shfl_xor_sync(0xffffffffu, t1[j], o), b2 = __shfl_xor_sync(0xffffffffu, t2[j], o);
+      top2_merge(t1[j], t2[j], b1, b2);
+    }
+  float score[EPL];  // group g < n_group (<= EPL: every group holds a slot)
+#pragma unroll
+  for (int g = 0; g < EPL; ++g) {
+    float a1 = kNegInf, a2 = kNegInf;
+#pragma unroll
+    for (int j = 0; j < EPL; ++j)
+      if (grp[j] == g) top2_merge(a1, a2, t1[j], t2[j]);
+    score[g] = a1 + a2;
+  }
+  unsigned keep = 0;
+#pragma unroll 1
+  for (int r = 0; r < p.topk_group; ++r) {
+    int best = -1;
+    float bv = kNegInf;
+#pragma unroll
+    for (int g = 0; g < EPL; ++g)
+      if (g < p.n_group && !(keep >> g & 1u) && (best < 0 || score[g] > bv)) best = g, bv = score[g];
+    if (best >= 0) keep |= 1u << best;
+  }
+  return keep;
+}
+
 // Token t's selection by one whole warp (`lane` = its lane); t < num_tokens.
 template <int MODE, int EPL, int K, int ROUND>
 __device__ __forceinline__ void topk_gate_token(const TopkGateParams& p, long long t, int lane) {
@@ -77,37 +172,8 @@ __device__ __forceinline__ void topk_gate_token(const TopkGateParams& p, long lo
       int grp[EPL];  // group of each held expert, computed once (n_group + 1 for padding)
 #pragma unroll
       for (int j = 0; j < EPL; ++j) grp[j] = lane + j * W < p.num_experts ? (lane + j * W) / gsize : p.n_group;
-      float my_gscore = kNegInf;
-#pragma unroll 1
-      for (int g = 0; g < p.n_group; ++g) {
-        // Top-2 choice scores of group g.
-        ArgMax best{kNegInf, 0x7fffffff, 0.f};
-#pragma unroll
-        for (int j = 0; j < EPL; ++j) {
-          const int e = lane + j * W;
-          if (grp[j] == g && (choice[j] > best.value || (choice[j] == best.value && e < best.index)))
-            best = ArgMax{choice[j], e, 0.f};
-        }
-        const ArgMax first = warp_argmax(best);
-        ArgMax second{kNegInf, 0x7fffffff, 0.f};
-#pragma unroll
-        for (int j = 0; j < EPL; ++j) {
-          const int e = lane + j * W;
-          if (grp[j] == g && e != first.index &&
-              (choice[j] > second.value || (choice[j] == second.value && e < second.index)))
-            second = ArgMax{choice[j], e, 0.f};
-        }
-        const ArgMax sec = warp_argmax(second);
-        if (lane == g) my_gscore = gsize >= 2 ? first.value + sec.value : first.value;
-      }
-      // Keep the topk_group best groups, ties to the smaller group index.
-      unsigned keep = 0;
-#pragma unroll 1
-      for (int r = 0; r < p.topk_group; ++r) {
-        const bool open = lane < p.n_group && !(keep >> lane & 1u);
-        const ArgMax g = warp_argmax(ArgMax{open ? my_gscore : kNegInf, open ? lane : 0x7fffffff, 0.f});
-        keep |= 1u << g.index;
-      }
+      const unsigned keep = gsize % W == 0 ? kept_groups_by_slot<EPL>(p, choice, grp)
+                                           : kept_groups_by_lane<EPL>(p, choice, grp, lane, gsize);
 #pragma unroll
       for (int j = 0; j < EPL; ++j) {
         const int e = lane + j * W;
