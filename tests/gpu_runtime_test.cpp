@@ -117,6 +117,10 @@ TEST(GpuRuntime, ClockAndPowerCountersReadable) {
     EXPECT_GT(*d.avg_power_w, 10.0);
     EXPECT_LT(*d.avg_power_w, 2000.0);
   }
+  if (d.power_w_end) {
+    EXPECT_GT(*d.power_w_end, 10.0);
+    EXPECT_LT(*d.power_w_end, 2000.0);
+  }
   if (d.power_held_ms) {
     EXPECT_LE(*d.power_held_ms, d.seconds * 1e3 + 1);
   }

@@ -156,15 +156,17 @@ TEST(GpuState, ReasonNames) {
 
 TEST(GpuState, DeltaAndSlowed) {
   GpuCounters a, b;
-  a.wall_ns = 1'000'000'000, b.wall_ns = 1'500'000'000;  // 0.5 s
-  a.energy_mj = 10'000, b.energy_mj = 310'000;             // 300 J
+  a.wall_ns = 1'000'000'000, b.wall_ns = 2'500'000'000;  // 1.5 s
+  a.energy_mj = 10'000, b.energy_mj = 910'000;             // 900 J
+  b.power_mw = 655'000;
   a.power_violation_ns = 5'000'000, b.power_violation_ns = 5'000'000;
   a.thermal_violation_ns = 0, b.thermal_violation_ns = 0;
   b.sm_clock_mhz = 1980, b.max_sm_clock_mhz = 1980, b.temperature_c = 61, b.clock_event_reasons = 0;
   GpuStateDelta d = gpu_state_delta(a, b);
-  EXPECT_DOUBLE_EQ(d.seconds, 0.5);
+  EXPECT_DOUBLE_EQ(d.seconds, 1.5);
   ASSERT_TRUE(d.avg_power_w.has_value());
   EXPECT_DOUBLE_EQ(*d.avg_power_w, 600.0);
+  EXPECT_DOUBLE_EQ(d.power_w_end.value(), 655.0);
   EXPECT_DOUBLE_EQ(d.power_held_ms.value(), 0.0);
   EXPECT_FALSE(d.slowed());
   b.power_violation_ns = 17'500'000;  // 12.5 ms held back by the power policy
@@ -178,10 +180,17 @@ TEST(GpuState, DeltaAndSlowed) {
   EXPECT_TRUE(gpu_state_delta(a, b).slowed());
   b.clock_event_reasons = 0x1;  // idle at the reading: its clock says nothing
   EXPECT_FALSE(gpu_state_delta(a, b).slowed());
+  GpuCounters shortb = b;  // under a second: the energy counter's steps would be the average
+  shortb.wall_ns = a.wall_ns + 400'000'000, shortb.energy_mj = *a.energy_mj + 240'000;
+  d = gpu_state_delta(a, shortb);
+  EXPECT_FALSE(d.avg_power_w.has_value());
+  EXPECT_EQ(d.summary().find("W average"), std::string::npos) << d.summary();
+  EXPECT_NE(d.summary().find("655 W at the end"), std::string::npos) << d.summary();
   GpuCounters bare;  // counters NVML did not give: no field, no claim
   bare.wall_ns = a.wall_ns + 1;
   d = gpu_state_delta(a, bare);
   EXPECT_FALSE(d.avg_power_w.has_value());
+  EXPECT_FALSE(d.power_w_end.has_value());
   EXPECT_FALSE(d.power_held_ms.has_value());
   EXPECT_FALSE(d.slowed());
 }

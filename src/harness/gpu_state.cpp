@@ -29,6 +29,7 @@ struct Nvml {
   int (*max_clock)(NvmlDevice, int, unsigned*) = nullptr;
   int (*temperature)(NvmlDevice, int, unsigned*) = nullptr;
   int (*energy)(NvmlDevice, unsigned long long*) = nullptr;
+  int (*power)(NvmlDevice, unsigned*) = nullptr;
   int (*violation)(NvmlDevice, int, NvmlViolationTime*) = nullptr;
   int (*reasons)(NvmlDevice, unsigned long long*) = nullptr;
   std::string why;  // empty: usable
@@ -56,6 +57,7 @@ const Nvml& nvml() {
     bind(lib, n.max_clock, "nvmlDeviceGetMaxClockInfo");
     bind(lib, n.temperature, "nvmlDeviceGetTemperature");
     bind(lib, n.energy, "nvmlDeviceGetTotalEnergyConsumption");
+    bind(lib, n.power, "nvmlDeviceGetPowerUsage");
     bind(lib, n.violation, "nvmlDeviceGetViolationStatus");
     // Renamed from "throttle" to "event" reasons in newer drivers; same bits.
     bind(lib, n.reasons, "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons");
@@ -122,6 +124,7 @@ std::optional<GpuCounters> read_gpu_counters(int ordinal, std::string* why) {
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
           .count());
   if (auto e = query<unsigned long long>(n.energy, dev)) c.energy_mj = uint64_t(*e);
+  c.power_mw = query<unsigned>(n.power, dev);
   c.power_violation_ns = violation_ns(dev, kNvmlPolicyPower);
   c.thermal_violation_ns = violation_ns(dev, kNvmlPolicyThermal);
   c.sm_clock_mhz = query<unsigned>(n.clock, dev, kNvmlClockSm);
@@ -146,8 +149,12 @@ std::string clock_reason_names(uint64_t reasons) {
 GpuStateDelta gpu_state_delta(const GpuCounters& a, const GpuCounters& b) {
   GpuStateDelta d;
   d.seconds = b.wall_ns > a.wall_ns ? double(b.wall_ns - a.wall_ns) * 1e-9 : 0.0;
-  if (a.energy_mj && b.energy_mj && *b.energy_mj >= *a.energy_mj && d.seconds > 0)
+  // The energy counter advances in steps too coarse for short sections (the
+  // same 230 ms of race case 2 read 159 to 316 W on one H200): an average
+  // only over kMinPowerWindowS or more.
+  if (a.energy_mj && b.energy_mj && *b.energy_mj >= *a.energy_mj && d.seconds >= kMinPowerWindowS)
     d.avg_power_w = double(*b.energy_mj - *a.energy_mj) * 1e-3 / d.seconds;
+  if (b.power_mw) d.power_w_end = *b.power_mw * 1e-3;
   if (a.power_violation_ns && b.power_violation_ns && *b.power_violation_ns >= *a.power_violation_ns)
     d.power_held_ms = double(*b.power_violation_ns - *a.power_violation_ns) * 1e-6;
   if (a.thermal_violation_ns && b.thermal_violation_ns && *b.thermal_violation_ns >= *a.thermal_violation_ns)
@@ -171,6 +178,7 @@ nlohmann::json GpuStateDelta::to_json() const {
   nlohmann::json j;
   j["seconds"] = seconds;
   if (avg_power_w) j["avg_power_w"] = *avg_power_w;
+  if (power_w_end) j["power_w_end"] = *power_w_end;
   if (power_held_ms) j["power_held_ms"] = *power_held_ms;
   if (thermal_held_ms) j["thermal_held_ms"] = *thermal_held_ms;
   if (sm_clock_mhz_end) j["sm_clock_mhz_end"] = *sm_clock_mhz_end;
@@ -185,6 +193,7 @@ nlohmann::json GpuStateDelta::to_json() const {
 std::string GpuStateDelta::summary() const {
   std::string s = fmt::format("GPU over {:.0f} ms of timing:", seconds * 1e3);
   if (avg_power_w) s += fmt::format(" {:.0f} W average,", *avg_power_w);
+  if (power_w_end) s += fmt::format(" {:.0f} W at the end,", *power_w_end);
   if (power_held_ms || thermal_held_ms)
     s += fmt::format(" clock held back {:.1f} ms by power, {:.1f} ms by temperature,", power_held_ms.value_or(0),
                      thermal_held_ms.value_or(0));

@@ -17,16 +17,23 @@ namespace tilecraft::harness {
 struct GpuCounters {
   uint64_t wall_ns = 0;                          // steady clock of this process
   std::optional<uint64_t> energy_mj;             // total energy since the driver loaded
+  std::optional<unsigned> power_mw;              // the driver's power reading (its own short average)
   std::optional<uint64_t> power_violation_ns;    // cumulative time held below the target clock by power
   std::optional<uint64_t> thermal_violation_ns;  // ... by thermal policy
   std::optional<unsigned> sm_clock_mhz, max_sm_clock_mhz, temperature_c;
   std::optional<uint64_t> clock_event_reasons;   // NVML clocks event (throttle) reason bits, now
 };
 
+// Shortest section whose average power is reported (the energy counter's
+// steps make shorter averages noise).
+constexpr double kMinPowerWindowS = 1.0;
+
 // What happened between two readings.
 struct GpuStateDelta {
   double seconds = 0;
-  std::optional<double> avg_power_w, power_held_ms, thermal_held_ms;
+  std::optional<double> avg_power_w;  // from the energy counter; only over kMinPowerWindowS or more
+  std::optional<double> power_w_end;  // the driver's power reading at the end
+  std::optional<double> power_held_ms, thermal_held_ms;
   std::optional<unsigned> sm_clock_mhz_end, max_sm_clock_mhz, temperature_c_end;
   std::optional<uint64_t> reasons_end;
   // True where the counters show the clock was held back during the section,
