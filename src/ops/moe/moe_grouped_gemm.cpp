@@ -474,6 +474,8 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                std::to_string(over.multicast));
   TC_CHECK_ARG(over.multicast != 1 || over.cluster == 2, kOp, "multicast", "multicast=1 only with cluster=2",
                fmt::format("cluster={}", over.cluster));
+  // What cluster=2 needs, for both kernels' checks below.
+  constexpr const char* kPairsNeed = "CTA pairs only for the warp-specialised kernel with TMA weights (sm90=2, tma>=1)";
   c.cluster = 1;  // the warp-specialised kernel's choice below
   c.multicast = 0;
   c.gemv = resolve_gemv(a, over, c.block_m);
@@ -562,8 +564,7 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                  "the warp-specialised kernel with TMA weights (sm90=2, tma>=1) and output rows of a multiple of 16 bytes",
                  fmt::format("sm90={} tma={}, rows of {} bytes", c.sm90, c.tma, N * dtype_size(a.out.dtype)));
     c.tma_store = store_ok && over.tma_store != 0 ? 1 : 0;
-    TC_CHECK_ARG(over.cluster != 2 || (c.sm90 == 2 && c.tma >= 1), kOp, "cluster",
-                 "CTA pairs only for the warp-specialised kernel with TMA weights (sm90=2, tma>=1)",
+    TC_CHECK_ARG(over.cluster != 2 || (c.sm90 == 2 && c.tma >= 1), kOp, "cluster", kPairsNeed,
                  fmt::format("sm90={} tma={}", c.sm90, c.tma));
     c.cluster = over.cluster >= 1 ? over.cluster : pairs_by_default(a, c, dual) ? 2 : 1;
     c.multicast = c.cluster == 2 && over.multicast == 1 ? 1 : 0;
@@ -584,8 +585,7 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   }
   // Gated: 64 gate + 64 up columns per tile; plain: 128 (64 when N is small).
   c.block_n = over.block_n ? over.block_n : (dual || N <= 64 ? 64 : 128);
-  TC_CHECK_ARG(over.cluster != 2, kOp, "cluster",
-               "CTA pairs only for the warp-specialised kernel with TMA weights (sm90=2, tma>=1)", "the mma.sync kernel");
+  TC_CHECK_ARG(over.cluster != 2, kOp, "cluster", kPairsNeed, "the mma.sync kernel");
   if (over.k_splits == 0) c.k_splits = auto_k_splits(a, c, sm_count);
   c.warps_m = over.warps_m ? over.warps_m : (c.block_m >= 128 ? 2 : 1);
   c.warps_n = over.warps_n ? over.warps_n : 4;
