@@ -11,7 +11,8 @@
 #   "--config cluster=2", NCU_TAG names the log apart), ab:OP:WORKLOAD (this tree's
 #   kernel headers against each .ab_kernels/<rev> from scripts/kernel_ab.sh REV..., AB_ROUNDS rounds),
 #   abcfg:OP:WORKLOAD (the same binary under each of AB_CONFIGS, ';'-separated lists of key=val),
-#   abgpu (the GPU tests matching AB_GPU_TESTS under each .ab_kernels/<rev>)
+#   abgpu (the GPU tests matching AB_GPU_TESTS under each .ab_kernels/<rev>), ncusrc:OP:WORKLOAD
+#   (one kernel's warp stalls per SASS instruction: launch NCU_SKIP of those matching NCU_KERNELS)
 set -uo pipefail
 OUT=${OUT:-/tmp/tilecraft_out}
 mkdir -p "$OUT"
@@ -142,6 +143,29 @@ for s in $steps; do
         $B/tilecraft bench --op "$op" --workload "$w" --warmup 0 --repeat 1 --trials 1 ${NCU_FLAGS:-} > "$log" 2>&1
       step "ncu $op $w" "rc=$? in $((SECONDS - t0))s"
       grep -E "^  [a-z_]+.*\(|Throughput|Duration|Hit Rate|lts__t|dram__|Pipe|Issue Slots|Stall|Registers|Achieved Occupancy" "$log" | head -${NCU_LINES:-60} ;;
+    ncusrc:*)
+      # Where one kernel's warps stall, per SASS instruction: SourceCounters
+      # of launch NCU_SKIP (0 = first) of the kernels matching NCU_KERNELS,
+      # compiled with line info (--options profile). The report comes back
+      # as ncusrc_OP_WORKLOAD[_TAG].ncu-rep; the hottest instructions print.
+      IFS=: read -r _ op w <<< "$s"
+      base="$OUT/ncusrc_${op}_${w}${NCU_TAG:+_$NCU_TAG}"
+      t0=$SECONDS
+      timeout ${OP_TIMEOUT:-300} ncu --clock-control none -k "regex:${NCU_KERNELS:-grouped_gem}" \
+        --launch-skip ${NCU_SKIP:-0} --launch-count 1 --import-source yes \
+        --section SpeedOfLight --section WarpStateStats --section SourceCounters --section LaunchStats \
+        -f -o "$base" $B/tilecraft bench --op "$op" --workload "$w" --warmup 0 --repeat 1 --trials 1 \
+        --options profile ${NCU_FLAGS:-} > "$base.log" 2>&1
+      rc=$?
+      ncu -i "$base.ncu-rep" --page details > "$base.txt" 2>&1
+      if ncu -i "$base.ncu-rep" --page source --csv --print-source sass > "$base.sass.csv" 2>&1; then
+        python3 scripts/ncu_source_top.py "$base.sass.csv" ${NCU_LINES:-30} > "$base.top.txt" 2>&1
+      else
+        ncu --help > "$base.ncu_help.txt" 2>&1
+      fi
+      step "ncusrc $op $w" "rc=$rc in $((SECONDS - t0))s"
+      grep -E "Duration|Registers|Warp Cycles Per Issued|Issued Warp" "$base.txt" | head -8
+      head -${NCU_LINES:-45} "$base.top.txt" 2>/dev/null || tail -5 "$base.sass.csv" ;;
     ab:*)
       # This tree's kernel headers against each .ab_kernels/<rev> (scripts/kernel_ab.sh REV...), same binary.
       IFS=: read -r _ op w <<< "$s"
