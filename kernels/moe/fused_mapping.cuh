@@ -6,7 +6,8 @@
 // One block (fused_mapping_kernel, and the last block of the gate+mapping
 // kernel): the T*K slots are split into one contiguous segment per warp.
 //   A. each warp counts its segment's experts into its own shared row;
-//   B. per expert, exclusive prefix over warps, totals, padded offsets;
+//   B. per expert (a thread each), exclusive prefix over warps, totals;
+//      padded offsets by a block-wide scan;
 //   C. each warp walks its segment again 32 slots at a time: a slot's row is
 //      its expert's offset + the slots of that expert in earlier warps + in
 //      earlier batches + earlier lanes of this batch (__match_any_sync).
@@ -52,22 +53,52 @@ __device__ __forceinline__ void count_slots(const FusedMappingParams& p, long lo
   }
 }
 
-// Warp 0: offs[1..E] hold padded sizes; afterwards offs[e] is the exclusive
-// prefix (offs[0] = 0, offs[E] = all rows in use).
-__device__ __forceinline__ void scan_offsets(int* offs, int E, int lane) {
-  int carry = 0;
-  for (int base = 0; base < E; base += W) {
-    const int e = base + lane;
-    int v = e < E ? offs[e + 1] : 0;
+// Block-wide (every thread calls it; E <= kMappingThreads): thread e < E
+// gives `padded`, its expert's padded rows, and offs[0..E] receives the
+// exclusive prefix (offs[0] = 0, offs[E] = all rows in use), visible after
+// the caller's next barrier. Each warp scans its 32 experts, then adds the
+// totals of the warps before it: two shuffle scans, not E / 32 in turn.
+__device__ __forceinline__ void scan_offsets(int padded, int* offs, int E) {
+  __shared__ int warp_total[kMappingWarps];
+  const int tid = threadIdx.x, lane = tid % W, warp = tid / W;
+  int v = tid < E ? padded : 0;
 #pragma unroll
-    for (int o = 1; o < W; o <<= 1) {
-      const int u = __shfl_up_sync(0xffffffffu, v, o);
-      if (lane >= o) v += u;
-    }
-    if (e < E) offs[e + 1] = carry + v;
-    carry += __shfl_sync(0xffffffffu, v, W - 1);
+  for (int o = 1; o < W; o <<= 1) {
+    const int u = __shfl_up_sync(0xffffffffu, v, o);
+    if (lane >= o) v += u;
   }
-  if (lane == 0) offs[0] = 0;
+  if (lane == W - 1) warp_total[warp] = v;
+  __syncthreads();
+  int before = lane < warp ? warp_total[lane] : 0;
+#pragma unroll
+  for (int o = W / 2; o > 0; o >>= 1) before += __shfl_xor_sync(0xffffffffu, before, o);
+  if (tid < E) offs[tid + 1] = before + v;
+  if (tid == 0) offs[0] = 0;
+}
+
+// Thread e: turns column e of the count rows cnt[0..rows)[E] into each
+// row's first position, `first` + the counts of the rows above, and returns
+// the column's sum. Four rows are loaded before any is written back, so the
+// chain is rows / 4 shared-memory latencies, not rows (the loads of one
+// column could otherwise not pass its stores).
+__device__ __forceinline__ int column_prefix(int* cnt, int rows, int E, int e, int first) {
+  int run = first, w = 0;
+#pragma unroll 1
+  for (; w + 4 <= rows; w += 4) {
+    const int c0 = cnt[w * E + e], c1 = cnt[(w + 1) * E + e], c2 = cnt[(w + 2) * E + e], c3 = cnt[(w + 3) * E + e];
+    cnt[w * E + e] = run;
+    cnt[(w + 1) * E + e] = run + c0;
+    cnt[(w + 2) * E + e] = run + c0 + c1;
+    cnt[(w + 3) * E + e] = run + c0 + c1 + c2;
+    run += c0 + c1 + c2 + c3;
+  }
+#pragma unroll 1
+  for (; w < rows; ++w) {
+    const int c = cnt[w * E + e];
+    cnt[w * E + e] = run;
+    run += c;
+  }
+  return run - first;
 }
 
 // C. Warp `warp` gives each slot of [begin, end) its row: cnt_row[e] holds
@@ -129,39 +160,45 @@ __device__ __forceinline__ void own_tiles(const FusedMappingParams& p, const int
 // The whole mapping by one block of kMappingThreads threads; smem holds
 // (kWarps + 1) * E + 1 ints. ids are read through L2 (ld.global.cg): in the
 // fused gate+mapping kernel other blocks of the same launch wrote them.
+// Only the warps with slots, at least 32 each, take part in A and C: fewer
+// count rows to scan at decode sizes. E <= kMappingThreads (the host checks).
+// Loops stay rolled where unrolling only repeats a pass: at decode sizes the
+// kernel runs once, cold (H200, session 18: fetching code, not running it,
+// set the gate's latency).
 __device__ __forceinline__ void fused_mapping_block(const FusedMappingParams& p, int* smem) {
   using namespace mapping;
   constexpr int kWarps = kMappingWarps;
   const int E = p.num_experts;
-  int* cnt = smem;                 // [kWarps][E]
+  int* cnt = smem;                 // [used warps][E]
   int* offs = smem + kWarps * E;   // [E + 1]
   const int tid = threadIdx.x, warp = tid / W, lane = tid % W;
-  long long begin, end;
-  split(p.num_slots, kWarps, warp, begin, end);
+  const int used = int(min((long long)kWarps, max(1ll, (p.num_slots + W - 1) / W)));
+  long long begin = 0, end = 0;
+  if (warp < used) split(p.num_slots, used, warp, begin, end);
 
-  for (int i = tid; i < kWarps * E; i += kMappingThreads) cnt[i] = 0;
+#pragma unroll 1
+  for (int i = tid; i < used * E; i += kMappingThreads) cnt[i] = 0;
+#pragma unroll 1
   for (int i = tid; i < p.rows; i += kMappingThreads) p.pos_to_token[i] = -1;
   __syncthreads();
   count_slots(p, begin, end, cnt + warp * E, lane);
   __syncthreads();
 
-  // B. per-expert prefix over warps; totals.
-  for (int e = tid; e < E; e += kMappingThreads) {
-    int run = 0;
-    for (int w = 0; w < kWarps; ++w) {
-      const int c = cnt[w * E + e];
-      cnt[w * E + e] = run;
-      run += c;
-    }
-    p.tokens_per_expert[e] = run;
-    offs[e + 1] = (run + p.block_m - 1) / p.block_m * p.block_m;
+  // B. per expert (thread e): prefix over the count rows, total, offsets.
+  int total = 0;
+  if (tid < E) {
+    total = column_prefix(cnt, used, E, tid, 0);
+    p.tokens_per_expert[tid] = total;
   }
-  __syncthreads();
-  if (warp == 0) scan_offsets(offs, E, lane);
+  scan_offsets((total + p.block_m - 1) / p.block_m * p.block_m, offs, E);
   __syncthreads();
   for (int e = tid; e <= E; e += kMappingThreads) p.expert_offsets[e] = offs[e];
   if (tid == 0) *p.num_tiles = offs[E] / p.block_m;
-  for (int i = tid; i < kWarps * E; i += kMappingThreads) cnt[i] += offs[i % E];
+  if (tid < E) {
+    const int first = offs[tid];
+#pragma unroll 1
+    for (int w = 0; w < used; ++w) cnt[w * E + tid] += first;
+  }
   __syncthreads();
 
   place_slots(p, begin, end, cnt + warp * E, lane);
@@ -218,19 +255,18 @@ __global__ void __launch_bounds__(kMappingThreads, 1) mapping_scatter_kernel(con
   split(hi - lo, kWarps, warp, begin, end);
   begin += lo, end += lo;
   count_slots(p, begin, end, cnt + warp * E, lane);
-  for (int e = tid; e < E; e += kMappingThreads) {
-    int before = 0, all = 0;
+  int all = 0;
+  if (tid < E) {
+    int before = 0;
     for (int k = 0; k < blocks; ++k) {
-      const int c = __ldcg(block_counts + (long long)k * E + e);
+      const int c = __ldcg(block_counts + (long long)k * E + tid);
       if (k < b) before += c;
       all += c;
     }
-    base[e] = before;
-    total[e] = all;
-    offs[e + 1] = (all + p.block_m - 1) / p.block_m * p.block_m;
+    base[tid] = before;
+    total[tid] = all;
   }
-  __syncthreads();
-  if (warp == 0) scan_offsets(offs, E, lane);
+  scan_offsets((all + p.block_m - 1) / p.block_m * p.block_m, offs, E);
   __syncthreads();
   if (b == 0) {
     for (int e = tid; e < E; e += kMappingThreads) p.tokens_per_expert[e] = total[e];
@@ -238,14 +274,7 @@ __global__ void __launch_bounds__(kMappingThreads, 1) mapping_scatter_kernel(con
     if (tid == 0) *p.num_tiles = offs[E] / p.block_m;
   }
   // Each warp's first row per expert: offset + earlier blocks + earlier warps.
-  for (int e = tid; e < E; e += kMappingThreads) {
-    int run = offs[e] + base[e];
-    for (int w = 0; w < kWarps; ++w) {
-      const int c = cnt[w * E + e];
-      cnt[w * E + e] = run;
-      run += c;
-    }
-  }
+  if (tid < E) column_prefix(cnt, kWarps, E, tid, offs[tid] + base[tid]);
   __syncthreads();
   place_slots(p, begin, end, cnt + warp * E, lane);
 
