@@ -101,38 +101,54 @@ __device__ __forceinline__ int column_prefix(int* cnt, int rows, int E, int e, i
   return run - first;
 }
 
-// C. Warp `warp` gives each slot of [begin, end) its row: cnt_row[e] holds
-// the first row its expert-e slots take and is advanced past them. The ids
-// of kAhead batches are loaded together: one load latency per chunk instead
-// of one per batch (race-like shapes ran 11-21% faster, H200 session 12).
-__device__ __forceinline__ void place_slots(const FusedMappingParams& p, long long begin, long long end, int* cnt_row,
-                                            int lane) {
+// The ids of slots [chunk, chunk + W * kAhead) that fall before `end`
+// (outside: -1), batch u in ev[u], loaded together: one load latency per
+// chunk instead of one per batch (race-like shapes ran 11-21% faster, H200
+// session 12).
+__device__ __forceinline__ void load_chunk(const FusedMappingParams& p, long long chunk, long long end, int lane,
+                                           int (&ev)[kAhead]) {
+#pragma unroll
+  for (int u = 0; u < kAhead; ++u) {
+    const long long i = chunk + u * W + lane;
+    ev[u] = i < end ? __ldcg(p.ids + i) : -1;
+  }
+}
+
+// C, one chunk (ids in ev, from load_chunk): each slot of [chunk, end) gets
+// its row. offs[e] + cnt_row[e] is the first row its expert-e slots take,
+// and cnt_row[e] is advanced past them. Slot indices fit 32 bits (slots <=
+// rows < 2^31, the host checks), so the token is a 32-bit division.
+__device__ __forceinline__ void place_chunk(const FusedMappingParams& p, long long chunk, long long end,
+                                            const int (&ev)[kAhead], const int* offs, int* cnt_row, int lane) {
   const unsigned lanes_below = (1u << lane) - 1u;
+#pragma unroll
+  for (int u = 0; u < kAhead; ++u) {
+    const long long i = chunk + u * W + lane;
+    const int e = ev[u];
+    const bool valid = e >= 0 && e < p.num_experts;
+    const unsigned peers = __match_any_sync(0xffffffffu, valid ? e : -1);
+    const int rank = __popc(peers & lanes_below);
+    if (valid) {
+      const int row = offs[e] + cnt_row[e] + rank;
+      p.token_topk_to_pos[i] = row;
+      p.pos_to_token[row] = int(unsigned(i) / unsigned(p.top_k));
+    } else if (i < end) {
+      p.token_topk_to_pos[i] = -1;
+    }
+    __syncwarp();
+    if (valid && rank == 0) cnt_row[e] += __popc(peers);
+    __syncwarp();
+  }
+}
+
+// C. Warp `warp` gives each slot of [begin, end) its row, a chunk at a time;
+// ev holds the first chunk's ids already if `first_loaded`.
+__device__ __forceinline__ void place_slots(const FusedMappingParams& p, long long begin, long long end,
+                                            const int* offs, int* cnt_row, int lane, int (&ev)[kAhead],
+                                            bool first_loaded) {
   for (long long chunk = begin; chunk < end; chunk += W * kAhead) {
-    int ev[kAhead];
-#pragma unroll
-    for (int u = 0; u < kAhead; ++u) {
-      const long long i = chunk + u * W + lane;
-      ev[u] = i < end ? __ldcg(p.ids + i) : -1;
-    }
-#pragma unroll
-    for (int u = 0; u < kAhead; ++u) {
-      const long long i = chunk + u * W + lane;
-      const int e = ev[u];
-      const bool valid = e >= 0 && e < p.num_experts;
-      const unsigned peers = __match_any_sync(0xffffffffu, valid ? e : -1);
-      const int rank = __popc(peers & lanes_below);
-      if (valid) {
-        const int row = cnt_row[e] + rank;
-        p.token_topk_to_pos[i] = row;
-        p.pos_to_token[row] = int(i / p.top_k);
-      } else if (i < end) {
-        p.token_topk_to_pos[i] = -1;
-      }
-      __syncwarp();
-      if (valid && rank == 0) cnt_row[e] += __popc(peers);
-      __syncwarp();
-    }
+    if (chunk != begin || !first_loaded) load_chunk(p, chunk, end, lane, ev);
+    place_chunk(p, chunk, end, ev, offs, cnt_row, lane);
   }
 }
 
@@ -180,8 +196,19 @@ __device__ __forceinline__ void fused_mapping_block(const FusedMappingParams& p,
   for (int i = tid; i < used * E; i += kMappingThreads) cnt[i] = 0;
 #pragma unroll 1
   for (int i = tid; i < p.rows; i += kMappingThreads) p.pos_to_token[i] = -1;
+  // A warp whose segment is one chunk (up to 4096 slots in all) loads its
+  // ids once, for A and C: one L2 round trip fewer at decode sizes.
+  const bool one_chunk = end - begin <= W * kAhead;
+  int ev[kAhead];
+  if (one_chunk) load_chunk(p, begin, end, lane, ev);
   __syncthreads();
-  count_slots(p, begin, end, cnt + warp * E, lane);
+  if (one_chunk) {
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u)
+      if (ev[u] >= 0 && ev[u] < E) atomicAdd(&cnt[warp * E + ev[u]], 1);
+  } else {
+    count_slots(p, begin, end, cnt + warp * E, lane);
+  }
   __syncthreads();
 
   // B. per expert (thread e): prefix over the count rows, total, offsets.
@@ -194,14 +221,8 @@ __device__ __forceinline__ void fused_mapping_block(const FusedMappingParams& p,
   __syncthreads();
   for (int e = tid; e <= E; e += kMappingThreads) p.expert_offsets[e] = offs[e];
   if (tid == 0) *p.num_tiles = offs[E] / p.block_m;
-  if (tid < E) {
-    const int first = offs[tid];
-#pragma unroll 1
-    for (int w = 0; w < used; ++w) cnt[w * E + tid] += first;
-  }
-  __syncthreads();
 
-  place_slots(p, begin, end, cnt + warp * E, lane);
+  place_slots(p, begin, end, offs, cnt + warp * E, lane, ev, one_chunk);
   own_tiles(p, offs, 0, p.rows / p.block_m, tid, kMappingThreads);
 }
 
@@ -273,10 +294,12 @@ __global__ void __launch_bounds__(kMappingThreads, 1) mapping_scatter_kernel(con
     for (int e = tid; e <= E; e += kMappingThreads) p.expert_offsets[e] = offs[e];
     if (tid == 0) *p.num_tiles = offs[E] / p.block_m;
   }
-  // Each warp's first row per expert: offset + earlier blocks + earlier warps.
-  if (tid < E) column_prefix(cnt, kWarps, E, tid, offs[tid] + base[tid]);
+  // Each warp's first row per expert past its offset: earlier blocks +
+  // earlier warps.
+  if (tid < E) column_prefix(cnt, kWarps, E, tid, base[tid]);
   __syncthreads();
-  place_slots(p, begin, end, cnt + warp * E, lane);
+  int ev[kAhead];
+  place_slots(p, begin, end, offs, cnt + warp * E, lane, ev, false);
 
   // This block's share of rows: padding rows -1 (the real ones are placed
   // by the block owning their slot), and of tiles: their owners.
