@@ -10,7 +10,7 @@
 //      padded offsets by a block-wide scan;
 //   C. each warp walks its segment again 32 slots at a time: a slot's row is
 //      its expert's offset + the slots of that expert in earlier warps + in
-//      earlier batches + earlier lanes of this batch (same_key_lanes).
+//      earlier batches + earlier lanes of this batch (__match_any_sync).
 // Several blocks (large T*K: one block is bound by its one SM's issue rate):
 // the slots are split into one contiguous segment per block first.
 //   mapping_count_kernel: each block counts its segment per expert into
@@ -114,20 +114,6 @@ __device__ __forceinline__ void load_chunk(const FusedMappingParams& p, long lon
   }
 }
 
-// The lanes whose key equals this lane's (keys in [0, 2^bits)), by one
-// ballot per bit: what __match_any_sync gives, without its long wait (the
-// hottest stall of the placing loop, H200 session 18 ncu).
-__device__ __forceinline__ unsigned same_key_lanes(int key, int bits) {
-  unsigned peers = 0xffffffffu;
-#pragma unroll 1
-  for (int b = 0; b < bits; ++b) {
-    const bool one = key >> b & 1;
-    const unsigned ones = __ballot_sync(0xffffffffu, one);
-    peers &= one ? ones : ~ones;
-  }
-  return peers;
-}
-
 // C, one chunk (ids in ev, from load_chunk): each slot of [chunk, end) gets
 // its row. offs[e] + cnt_row[e] is the first row its expert-e slots take,
 // and cnt_row[e] is advanced past them. Slot indices fit 32 bits (slots <=
@@ -135,13 +121,12 @@ __device__ __forceinline__ unsigned same_key_lanes(int key, int bits) {
 __device__ __forceinline__ void place_chunk(const FusedMappingParams& p, long long chunk, long long end,
                                             const int (&ev)[kAhead], const int* offs, int* cnt_row, int lane) {
   const unsigned lanes_below = (1u << lane) - 1u;
-  const int key_bits = 32 - __clz(p.num_experts);  // keys 0..E (E: dropped)
 #pragma unroll
   for (int u = 0; u < kAhead; ++u) {
     const long long i = chunk + u * W + lane;
     const int e = ev[u];
     const bool valid = e >= 0 && e < p.num_experts;
-    const unsigned peers = same_key_lanes(valid ? e : p.num_experts, key_bits);
+    const unsigned peers = __match_any_sync(0xffffffffu, valid ? e : -1);
     const int rank = __popc(peers & lanes_below);
     if (valid) {
       const int row = offs[e] + cnt_row[e] + rank;
