@@ -558,7 +558,7 @@ TEST(GpuFusedMoe, DecodePath) {
 }
 
 // The fused gate + mapping launch against the two kernels run apart: every
-// output bitwise equal, over both routing modes, one block (T <= 32) and
+// output bitwise equal, over both routing modes, one block (T <= 4 by default, 32 at most) and
 // many (the last block maps), empty experts (E > T*K), four token-per-block
 // choices, and eight launches in a row (the completion counter must come
 // back to 0 each time).

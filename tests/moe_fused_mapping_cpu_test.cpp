@@ -125,15 +125,15 @@ TEST(MoeTopkGateMapping, IdsMustBeTheGatesOutput) {
                   ErrorKind::kInvalidArgument, "ids", "the gate's ids");
 }
 
-// Tokens per block of the fused launch: all in one block up to 32 tokens,
-// then about one block per SM (at most 32 tokens each); a choice outside
-// 1..32 is an error naming the argument.
+// Tokens per block of the fused launch: 4, more only where blocks of 4
+// would exceed one per SM, at most 32; a choice outside 1..32 is an error
+// naming the argument.
 TEST(MoeTopkGateMapping, TokensPerBlockRule) {
-  EXPECT_EQ(ops::moe_topk_gate_mapping_tokens_per_block(1, 132), 32);
-  EXPECT_EQ(ops::moe_topk_gate_mapping_tokens_per_block(32, 132), 32);
-  EXPECT_EQ(ops::moe_topk_gate_mapping_tokens_per_block(33, 132), 1);
-  EXPECT_EQ(ops::moe_topk_gate_mapping_tokens_per_block(256, 132), 2);
-  EXPECT_EQ(ops::moe_topk_gate_mapping_tokens_per_block(256, 0), 2);  // unknown: 132 SMs
+  EXPECT_EQ(ops::moe_topk_gate_mapping_tokens_per_block(1, 132), 4);
+  EXPECT_EQ(ops::moe_topk_gate_mapping_tokens_per_block(16, 132), 4);
+  EXPECT_EQ(ops::moe_topk_gate_mapping_tokens_per_block(528, 132), 4);
+  EXPECT_EQ(ops::moe_topk_gate_mapping_tokens_per_block(529, 132), 5);
+  EXPECT_EQ(ops::moe_topk_gate_mapping_tokens_per_block(529, 0), 5);  // unknown: 132 SMs
   EXPECT_EQ(ops::moe_topk_gate_mapping_tokens_per_block(1000, 132), 8);
   EXPECT_EQ(ops::moe_topk_gate_mapping_tokens_per_block(100000, 132), 32);
   HostTensor logits(DType::kF32, {4, 16}), ids(DType::kI32, {4, 2}), w(DType::kF32, {4, 2});

@@ -66,9 +66,9 @@ jit::KernelSpec moe_topk_gate_mapping_kernel_spec(const MoeTopkGateArgs& g, cons
 void moe_topk_gate_mapping(const MoeTopkGateArgs& g, const MoeTopkGateParams& gp, const MoeFusedMappingArgs& m,
                            const MoeFusedMappingParams& mp, CUstream stream, const jit::CompileOptions& compile = {},
                            int tokens_per_block = 0);
-// The choice for T tokens on sm_count SMs (0 = unknown, taken as 132): all
-// in one block up to 32 tokens (no completion counter), else spread so that
-// the blocks about fill the SMs once.
+// The choice for T tokens on sm_count SMs (0 = unknown, taken as 132): at
+// least 4 (up to 4 tokens: one block, no completion counter), more only
+// where blocks of 4 would exceed one per SM (at most 32).
 int moe_topk_gate_mapping_tokens_per_block(int64_t T, int sm_count);
 
 }  // namespace tilecraft::ops

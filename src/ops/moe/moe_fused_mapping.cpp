@@ -137,11 +137,17 @@ jit::KernelSpec moe_topk_gate_mapping_kernel_spec(const MoeTopkGateArgs& g, cons
   return spec;
 }
 
+// Few tokens a block: 32 selections on one SM were bound by its issue rate,
+// and the completion counter of a grid costs less than that. H200, session
+// 18, scope gate_mapping (us): DeepSeek-V3 T=256 17.5-17.7 at 2 or 4 tokens
+// a block against 24.5 at 32; Qwen3-30B T=256 14.5-14.6 at 4, 14.8-14.9 at 2,
+// 17.0-17.2 at 32; DeepSeek-V3 T=16 14.7-14.8 at 1 or 4 against 15.6-15.7
+// at 16 (one block). Four is the floor: up to 4 tokens keep one block and
+// skip the counter.
 int moe_topk_gate_mapping_tokens_per_block(int64_t T, int sm_count) {
-  constexpr int64_t kMost = kThreads / 32;  // a warp per token
-  if (T <= kMost) return int(kMost);
+  constexpr int64_t kFewest = 4, kMost = kThreads / 32;  // a warp per token
   const int64_t sms = sm_count > 0 ? sm_count : 132;
-  return int(std::clamp<int64_t>((T + sms - 1) / sms, 1, kMost));
+  return int(std::clamp<int64_t>((T + sms - 1) / sms, kFewest, kMost));
 }
 
 void moe_topk_gate_mapping(const MoeTopkGateArgs& g, const MoeTopkGateParams& gp, const MoeFusedMappingArgs& m,
