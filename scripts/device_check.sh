@@ -151,8 +151,11 @@ for s in $steps; do
       IFS=: read -r _ op w <<< "$s"
       base="$OUT/ncusrc_${op}_${w}${NCU_TAG:+_$NCU_TAG}"
       t0=$SECONDS
+      # NCU_SAMPLING: warp-state sampling every 2^(5+N) cycles (default 0,
+      # the finest: a 10 us kernel then still gives hundreds of samples).
       timeout ${OP_TIMEOUT:-300} ncu --clock-control none -k "regex:${NCU_KERNELS:-grouped_gem}" \
         --launch-skip ${NCU_SKIP:-0} --launch-count 1 --import-source yes \
+        --warp-sampling-interval ${NCU_SAMPLING:-0} \
         --section SpeedOfLight --section WarpStateStats --section SourceCounters --section LaunchStats \
         -f -o "$base" $B/tilecraft bench --op "$op" --workload "$w" --warmup 0 --repeat 1 --trials 1 \
         --options profile ${NCU_FLAGS:-} > "$base.log" 2>&1

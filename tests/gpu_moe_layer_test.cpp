@@ -3,6 +3,7 @@
 // heights, and the layer's promises: deterministic bits, CUDA-graph capture.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -557,9 +558,10 @@ TEST(GpuFusedMoe, DecodePath) {
 }
 
 // The fused gate + mapping launch against the two kernels run apart: every
-// output bitwise equal, over both routing modes, one block (T <= 32) and
-// many (the last block maps), empty experts (E > T*K), and three launches in
-// a row (the completion counter must come back to 0 each time).
+// output bitwise equal, over both routing modes, one block (T <= 4 by default, 32 at most) and
+// many (the last block maps), empty experts (E > T*K), four token-per-block
+// choices, and eight launches in a row (the completion counter must come
+// back to 0 each time).
 TEST(GpuMoeTopkGateMapping, BitwiseEqualsTwoKernels) {
   TC_REQUIRE_GPU();
   struct Case {
@@ -609,9 +611,13 @@ TEST(GpuMoeTopkGateMapping, BitwiseEqualsTwoKernels) {
     ops::moe_topk_gate(gate(two), c.gp, s.get());
     ops::moe_fused_mapping(map(two), mp, s.get());
     s.sync();
-    for (int run = 0; run < 3; ++run) {
+    // Tokens per block: chosen, one (a block per token: the counter path
+    // even at T = 1), 7 (partly idle blocks) and 32 (one block up to 32).
+    for (int run = 0; run < 8; ++run) {
+      const int tpb = std::array<int, 4>{0, 1, 7, 32}[run % 4];
+      SCOPED_TRACE(::testing::Message() << "tokens_per_block=" << tpb);
       poison(one);
-      ops::moe_topk_gate_mapping(gate(one), c.gp, map(one), mp, s.get());
+      ops::moe_topk_gate_mapping(gate(one), c.gp, map(one), mp, s.get(), {}, tpb);
       s.sync();
       const char* names[] = {"ids", "weights", "tokens_per_expert", "expert_offsets", "token_topk_to_pos",
                              "pos_to_token", "tile_expert", "num_tiles"};

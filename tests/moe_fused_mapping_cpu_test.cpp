@@ -124,3 +124,26 @@ TEST(MoeTopkGateMapping, IdsMustBeTheGatesOutput) {
                                              nullptr),
                   ErrorKind::kInvalidArgument, "ids", "the gate's ids");
 }
+
+// Tokens per block of the fused launch: 4, more only where blocks of 4
+// would exceed one per SM, at most 32; a choice outside 1..32 is an error
+// naming the argument.
+TEST(MoeTopkGateMapping, TokensPerBlockRule) {
+  EXPECT_EQ(ops::moe_topk_gate_mapping_tokens_per_block(1, 132), 4);
+  EXPECT_EQ(ops::moe_topk_gate_mapping_tokens_per_block(16, 132), 4);
+  EXPECT_EQ(ops::moe_topk_gate_mapping_tokens_per_block(528, 132), 4);
+  EXPECT_EQ(ops::moe_topk_gate_mapping_tokens_per_block(529, 132), 5);
+  EXPECT_EQ(ops::moe_topk_gate_mapping_tokens_per_block(529, 0), 5);  // unknown: 132 SMs
+  EXPECT_EQ(ops::moe_topk_gate_mapping_tokens_per_block(1000, 132), 8);
+  EXPECT_EQ(ops::moe_topk_gate_mapping_tokens_per_block(100000, 132), 32);
+  HostTensor logits(DType::kF32, {4, 16}), ids(DType::kI32, {4, 2}), w(DType::kF32, {4, 2});
+  const int64_t rows = ops::moe_fused_mapping_rows(4, 2, 16, 16);
+  HostTensor counts(DType::kI32, {16}), offs(DType::kI32, {17}), pos(DType::kI32, {4, 2}), p2t(DType::kI32, {rows}),
+      tiles(DType::kI32, {rows / 16}), nt(DType::kI32, {1});
+  const ops::MoeFusedMappingArgs m{ids.view(), counts.view(), offs.view(), pos.view(), p2t.view(), tiles.view(),
+                                   nt.view()};
+  for (int bad : {-1, 33})
+    TC_EXPECT_ERROR(ops::moe_topk_gate_mapping({logits.view(), std::nullopt, ids.view(), w.view()}, {}, m, {16, 16},
+                                               nullptr, {}, bad),
+                    ErrorKind::kInvalidArgument, "tokens_per_block", "1..32");
+}

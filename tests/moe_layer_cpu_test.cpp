@@ -115,6 +115,13 @@ TEST(FusedMoeCpu, ArgumentErrorsNameTheArgument) {
     TC_EXPECT_ERROR(ops::validate_fused_moe(L.args(), L.params(), DeviceType::kCUDA), ErrorKind::kInvalidArgument,
                     "'x'", "a CUDA tensor");
   }
+  {  // --config keys of the layer: values out of range name the key
+    EXPECT_EQ(ops::fused_moe_options({{"gate_tokens_per_block", 4}}, "--config").gate_tokens_per_block, 4);
+    TC_EXPECT_ERROR(ops::fused_moe_options({{"gate_tokens_per_block", 33}}, "--config"),
+                    ErrorKind::kInvalidArgument, "--config", "gate_tokens_per_block", "1..32", "33");
+    TC_EXPECT_ERROR(ops::fused_moe_options({{"mapping_blocks", -1}}, "--config"), ErrorKind::kInvalidArgument,
+                    "mapping_blocks >= 0", "-1");
+  }
 }
 
 namespace {

@@ -6,7 +6,8 @@
 // One block (fused_mapping_kernel, and the last block of the gate+mapping
 // kernel): the T*K slots are split into one contiguous segment per warp.
 //   A. each warp counts its segment's experts into its own shared row;
-//   B. per expert, exclusive prefix over warps, totals, padded offsets;
+//   B. per expert (a thread each), exclusive prefix over warps, totals;
+//      padded offsets by a block-wide scan;
 //   C. each warp walks its segment again 32 slots at a time: a slot's row is
 //      its expert's offset + the slots of that expert in earlier warps + in
 //      earlier batches + earlier lanes of this batch (__match_any_sync).
@@ -52,56 +53,102 @@ __device__ __forceinline__ void count_slots(const FusedMappingParams& p, long lo
   }
 }
 
-// Warp 0: offs[1..E] hold padded sizes; afterwards offs[e] is the exclusive
-// prefix (offs[0] = 0, offs[E] = all rows in use).
-__device__ __forceinline__ void scan_offsets(int* offs, int E, int lane) {
-  int carry = 0;
-  for (int base = 0; base < E; base += W) {
-    const int e = base + lane;
-    int v = e < E ? offs[e + 1] : 0;
+// Block-wide (every thread calls it; E <= kMappingThreads): thread e < E
+// gives `padded`, its expert's padded rows, and offs[0..E] receives the
+// exclusive prefix (offs[0] = 0, offs[E] = all rows in use), visible after
+// the caller's next barrier. Each warp scans its 32 experts, then adds the
+// totals of the warps before it: two shuffle scans, not E / 32 in turn.
+__device__ __forceinline__ void scan_offsets(int padded, int* offs, int E) {
+  __shared__ int warp_total[kMappingWarps];
+  const int tid = threadIdx.x, lane = tid % W, warp = tid / W;
+  int v = tid < E ? padded : 0;
 #pragma unroll
-    for (int o = 1; o < W; o <<= 1) {
-      const int u = __shfl_up_sync(0xffffffffu, v, o);
-      if (lane >= o) v += u;
-    }
-    if (e < E) offs[e + 1] = carry + v;
-    carry += __shfl_sync(0xffffffffu, v, W - 1);
+  for (int o = 1; o < W; o <<= 1) {
+    const int u = __shfl_up_sync(0xffffffffu, v, o);
+    if (lane >= o) v += u;
   }
-  if (lane == 0) offs[0] = 0;
+  if (lane == W - 1) warp_total[warp] = v;
+  __syncthreads();
+  int before = lane < warp ? warp_total[lane] : 0;
+#pragma unroll
+  for (int o = W / 2; o > 0; o >>= 1) before += __shfl_xor_sync(0xffffffffu, before, o);
+  if (tid < E) offs[tid + 1] = before + v;
+  if (tid == 0) offs[0] = 0;
 }
 
-// C. Warp `warp` gives each slot of [begin, end) its row: cnt_row[e] holds
-// the first row its expert-e slots take and is advanced past them. The ids
-// of kAhead batches are loaded together: one load latency per chunk instead
-// of one per batch (race-like shapes ran 11-21% faster, H200 session 12).
-__device__ __forceinline__ void place_slots(const FusedMappingParams& p, long long begin, long long end, int* cnt_row,
-                                            int lane) {
+// Thread e: turns column e of the count rows cnt[0..rows)[E] into each
+// row's first position, `first` + the counts of the rows above, and returns
+// the column's sum. Four rows are loaded before any is written back, so the
+// chain is rows / 4 shared-memory latencies, not rows (the loads of one
+// column could otherwise not pass its stores).
+__device__ __forceinline__ int column_prefix(int* cnt, int rows, int E, int e, int first) {
+  int run = first, w = 0;
+#pragma unroll 1
+  for (; w + 4 <= rows; w += 4) {
+    const int c0 = cnt[w * E + e], c1 = cnt[(w + 1) * E + e], c2 = cnt[(w + 2) * E + e], c3 = cnt[(w + 3) * E + e];
+    cnt[w * E + e] = run;
+    cnt[(w + 1) * E + e] = run + c0;
+    cnt[(w + 2) * E + e] = run + c0 + c1;
+    cnt[(w + 3) * E + e] = run + c0 + c1 + c2;
+    run += c0 + c1 + c2 + c3;
+  }
+#pragma unroll 1
+  for (; w < rows; ++w) {
+    const int c = cnt[w * E + e];
+    cnt[w * E + e] = run;
+    run += c;
+  }
+  return run - first;
+}
+
+// The ids of slots [chunk, chunk + W * kAhead) that fall before `end`
+// (outside: -1), batch u in ev[u], loaded together: one load latency per
+// chunk instead of one per batch (race-like shapes ran 11-21% faster, H200
+// session 12).
+__device__ __forceinline__ void load_chunk(const FusedMappingParams& p, long long chunk, long long end, int lane,
+                                           int (&ev)[kAhead]) {
+#pragma unroll
+  for (int u = 0; u < kAhead; ++u) {
+    const long long i = chunk + u * W + lane;
+    ev[u] = i < end ? __ldcg(p.ids + i) : -1;
+  }
+}
+
+// C, one chunk (ids in ev, from load_chunk): each slot of [chunk, end) gets
+// its row. offs[e] + cnt_row[e] is the first row its expert-e slots take,
+// and cnt_row[e] is advanced past them. Slot indices fit 32 bits (slots <=
+// rows < 2^31, the host checks), so the token is a 32-bit division.
+__device__ __forceinline__ void place_chunk(const FusedMappingParams& p, long long chunk, long long end,
+                                            const int (&ev)[kAhead], const int* offs, int* cnt_row, int lane) {
   const unsigned lanes_below = (1u << lane) - 1u;
+#pragma unroll
+  for (int u = 0; u < kAhead; ++u) {
+    const long long i = chunk + u * W + lane;
+    const int e = ev[u];
+    const bool valid = e >= 0 && e < p.num_experts;
+    const unsigned peers = __match_any_sync(0xffffffffu, valid ? e : -1);
+    const int rank = __popc(peers & lanes_below);
+    if (valid) {
+      const int row = offs[e] + cnt_row[e] + rank;
+      p.token_topk_to_pos[i] = row;
+      p.pos_to_token[row] = int(unsigned(i) / unsigned(p.top_k));
+    } else if (i < end) {
+      p.token_topk_to_pos[i] = -1;
+    }
+    __syncwarp();
+    if (valid && rank == 0) cnt_row[e] += __popc(peers);
+    __syncwarp();
+  }
+}
+
+// C. Warp `warp` gives each slot of [begin, end) its row, a chunk at a time;
+// ev holds the first chunk's ids already if `first_loaded`.
+__device__ __forceinline__ void place_slots(const FusedMappingParams& p, long long begin, long long end,
+                                            const int* offs, int* cnt_row, int lane, int (&ev)[kAhead],
+                                            bool first_loaded) {
   for (long long chunk = begin; chunk < end; chunk += W * kAhead) {
-    int ev[kAhead];
-#pragma unroll
-    for (int u = 0; u < kAhead; ++u) {
-      const long long i = chunk + u * W + lane;
-      ev[u] = i < end ? __ldcg(p.ids + i) : -1;
-    }
-#pragma unroll
-    for (int u = 0; u < kAhead; ++u) {
-      const long long i = chunk + u * W + lane;
-      const int e = ev[u];
-      const bool valid = e >= 0 && e < p.num_experts;
-      const unsigned peers = __match_any_sync(0xffffffffu, valid ? e : -1);
-      const int rank = __popc(peers & lanes_below);
-      if (valid) {
-        const int row = cnt_row[e] + rank;
-        p.token_topk_to_pos[i] = row;
-        p.pos_to_token[row] = int(i / p.top_k);
-      } else if (i < end) {
-        p.token_topk_to_pos[i] = -1;
-      }
-      __syncwarp();
-      if (valid && rank == 0) cnt_row[e] += __popc(peers);
-      __syncwarp();
-    }
+    if (chunk != begin || !first_loaded) load_chunk(p, chunk, end, lane, ev);
+    place_chunk(p, chunk, end, ev, offs, cnt_row, lane);
   }
 }
 
@@ -129,42 +176,53 @@ __device__ __forceinline__ void own_tiles(const FusedMappingParams& p, const int
 // The whole mapping by one block of kMappingThreads threads; smem holds
 // (kWarps + 1) * E + 1 ints. ids are read through L2 (ld.global.cg): in the
 // fused gate+mapping kernel other blocks of the same launch wrote them.
+// Only the warps with slots, at least 32 each, take part in A and C: fewer
+// count rows to scan at decode sizes. E <= kMappingThreads (the host checks).
+// Loops stay rolled where unrolling only repeats a pass: at decode sizes the
+// kernel runs once, cold (H200, session 18: fetching code, not running it,
+// set the gate's latency).
 __device__ __forceinline__ void fused_mapping_block(const FusedMappingParams& p, int* smem) {
   using namespace mapping;
   constexpr int kWarps = kMappingWarps;
   const int E = p.num_experts;
-  int* cnt = smem;                 // [kWarps][E]
+  int* cnt = smem;                 // [used warps][E]
   int* offs = smem + kWarps * E;   // [E + 1]
   const int tid = threadIdx.x, warp = tid / W, lane = tid % W;
-  long long begin, end;
-  split(p.num_slots, kWarps, warp, begin, end);
+  const int used = int(min((long long)kWarps, max(1ll, (p.num_slots + W - 1) / W)));
+  long long begin = 0, end = 0;
+  if (warp < used) split(p.num_slots, used, warp, begin, end);
 
-  for (int i = tid; i < kWarps * E; i += kMappingThreads) cnt[i] = 0;
+#pragma unroll 1
+  for (int i = tid; i < used * E; i += kMappingThreads) cnt[i] = 0;
+#pragma unroll 1
   for (int i = tid; i < p.rows; i += kMappingThreads) p.pos_to_token[i] = -1;
+  // A warp whose segment is one chunk (up to 4096 slots in all) loads its
+  // ids once, for A and C: one L2 round trip fewer at decode sizes.
+  const bool one_chunk = end - begin <= W * kAhead;
+  int ev[kAhead];
+  if (one_chunk) load_chunk(p, begin, end, lane, ev);
   __syncthreads();
-  count_slots(p, begin, end, cnt + warp * E, lane);
-  __syncthreads();
-
-  // B. per-expert prefix over warps; totals.
-  for (int e = tid; e < E; e += kMappingThreads) {
-    int run = 0;
-    for (int w = 0; w < kWarps; ++w) {
-      const int c = cnt[w * E + e];
-      cnt[w * E + e] = run;
-      run += c;
-    }
-    p.tokens_per_expert[e] = run;
-    offs[e + 1] = (run + p.block_m - 1) / p.block_m * p.block_m;
+  if (one_chunk) {
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u)
+      if (ev[u] >= 0 && ev[u] < E) atomicAdd(&cnt[warp * E + ev[u]], 1);
+  } else {
+    count_slots(p, begin, end, cnt + warp * E, lane);
   }
   __syncthreads();
-  if (warp == 0) scan_offsets(offs, E, lane);
+
+  // B. per expert (thread e): prefix over the count rows, total, offsets.
+  int total = 0;
+  if (tid < E) {
+    total = column_prefix(cnt, used, E, tid, 0);
+    p.tokens_per_expert[tid] = total;
+  }
+  scan_offsets((total + p.block_m - 1) / p.block_m * p.block_m, offs, E);
   __syncthreads();
   for (int e = tid; e <= E; e += kMappingThreads) p.expert_offsets[e] = offs[e];
   if (tid == 0) *p.num_tiles = offs[E] / p.block_m;
-  for (int i = tid; i < kWarps * E; i += kMappingThreads) cnt[i] += offs[i % E];
-  __syncthreads();
 
-  place_slots(p, begin, end, cnt + warp * E, lane);
+  place_slots(p, begin, end, offs, cnt + warp * E, lane, ev, one_chunk);
   own_tiles(p, offs, 0, p.rows / p.block_m, tid, kMappingThreads);
 }
 
@@ -218,36 +276,30 @@ __global__ void __launch_bounds__(kMappingThreads, 1) mapping_scatter_kernel(con
   split(hi - lo, kWarps, warp, begin, end);
   begin += lo, end += lo;
   count_slots(p, begin, end, cnt + warp * E, lane);
-  for (int e = tid; e < E; e += kMappingThreads) {
-    int before = 0, all = 0;
+  int all = 0;
+  if (tid < E) {
+    int before = 0;
     for (int k = 0; k < blocks; ++k) {
-      const int c = __ldcg(block_counts + (long long)k * E + e);
+      const int c = __ldcg(block_counts + (long long)k * E + tid);
       if (k < b) before += c;
       all += c;
     }
-    base[e] = before;
-    total[e] = all;
-    offs[e + 1] = (all + p.block_m - 1) / p.block_m * p.block_m;
+    base[tid] = before;
+    total[tid] = all;
   }
-  __syncthreads();
-  if (warp == 0) scan_offsets(offs, E, lane);
+  scan_offsets((all + p.block_m - 1) / p.block_m * p.block_m, offs, E);
   __syncthreads();
   if (b == 0) {
     for (int e = tid; e < E; e += kMappingThreads) p.tokens_per_expert[e] = total[e];
     for (int e = tid; e <= E; e += kMappingThreads) p.expert_offsets[e] = offs[e];
     if (tid == 0) *p.num_tiles = offs[E] / p.block_m;
   }
-  // Each warp's first row per expert: offset + earlier blocks + earlier warps.
-  for (int e = tid; e < E; e += kMappingThreads) {
-    int run = offs[e] + base[e];
-    for (int w = 0; w < kWarps; ++w) {
-      const int c = cnt[w * E + e];
-      cnt[w * E + e] = run;
-      run += c;
-    }
-  }
+  // Each warp's first row per expert past its offset: earlier blocks +
+  // earlier warps.
+  if (tid < E) column_prefix(cnt, kWarps, E, tid, base[tid]);
   __syncthreads();
-  place_slots(p, begin, end, cnt + warp * E, lane);
+  int ev[kAhead];
+  place_slots(p, begin, end, offs, cnt + warp * E, lane, ev, false);
 
   // This block's share of rows: padding rows -1 (the real ones are placed
   // by the block owning their slot), and of tiles: their owners.

@@ -1,7 +1,9 @@
 #pragma once
-// moe_topk_gate + moe_fused_mapping in one launch: every warp of every block
-// selects one token's experts (topk_gate_token), and the last block to finish
-// builds the expert-major layout from all of them (fused_mapping_block). It
+// moe_topk_gate + moe_fused_mapping in one launch: the first tokens_per_block
+// warps of every block select one token's experts each (topk_gate_token), and
+// the last block to finish builds the expert-major layout from all of them
+// (fused_mapping_block). Few tokens per block spread the selections over
+// the SMs: 32 of them on one SM were bound by its issue rate. It
 // saves the second launch and its wait, which dominate both steps at decode
 // sizes. Results are bitwise those of the two kernels run one after the other.
 #include "moe/fused_mapping.cuh"
@@ -18,8 +20,9 @@ __global__ void __launch_bounds__(kMappingThreads, 1) topk_gate_mapping_kernel(c
   constexpr int W = Target::kWarpSize;
   const TopkGateParams& g = p.gate;
   grid_dependency_begin();
-  const long long t = 1ll * blockIdx.x * (kMappingThreads / W) + threadIdx.x / W;
-  if (t < g.num_tokens) topk_gate_token<MODE, EPL, K, ROUND>(g, t, threadIdx.x % W);
+  const int warp = threadIdx.x / W;
+  const long long t = 1ll * blockIdx.x * p.tokens_per_block + warp;
+  if (warp < p.tokens_per_block && t < g.num_tokens) topk_gate_token<MODE, EPL, K, ROUND>(g, t, threadIdx.x % W);
   if (gridDim.x > 1) {
     // Release this block's ids before it counts itself done (the classic
     // last-block pattern: fence, then one atomic per block).
@@ -31,7 +34,7 @@ __global__ void __launch_bounds__(kMappingThreads, 1) topk_gate_mapping_kernel(c
     if (!last) return;
     __threadfence();  // acquire: every block's ids are visible (read through L2)
   } else {
-    // One block (up to 32 tokens): its own ids are visible to it after the
+    // One block (tokens_per_block >= T): its own ids are visible to it after the
     // barrier; no fence or counter round trip (the decode path's latency).
     __syncthreads();
   }

@@ -9,6 +9,7 @@ struct GateMappingParams {
   TopkGateParams gate;
   FusedMappingParams mapping;  // mapping.ids == gate.ids
   unsigned* done;              // reads 0 at launch; the last block resets it
+  int tokens_per_block;        // 1..32: the first warps of each block select a token each
 };
 
 }  // namespace tc::moe

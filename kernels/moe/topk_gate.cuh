@@ -84,12 +84,17 @@ __device__ __forceinline__ void top2_merge(float& a1, float& a2, float b1, float
 
 // Grouped routing where a group is whole register slots (group size a
 // multiple of the warp size, e.g. 256 experts in 8 groups): register slot j
-// of every lane holds experts 32j.., all in group grp[j]. One butterfly
-// gives every lane every slot's top-2 (all slots at once: 5 dependent
-// shuffle rounds instead of 2 x n_group warp arg-maxes in turn), the groups'
-// scores follow in registers, and each lane picks the kept groups itself.
-// Same scores (the two largest choices, summed in that order) and ties
-// (smaller group index) as kept_groups_by_lane.
+// of every lane holds experts 32j.., all in group grp[j], and a group's slots
+// are adjacent. One butterfly gives every lane every slot's top-2 (all slots
+// at once: 5 dependent shuffle rounds instead of 2 x n_group warp arg-maxes
+// in turn), the groups' scores follow by merging adjacent slots, and each
+// lane picks the kept groups itself. Same scores (the two largest choices,
+// summed in that order) and ties (smaller group index) as
+// kept_groups_by_lane.
+// Rolled loops where the body is a full pass: the code runs cold (the
+// expert weights stream through L2 between calls, evicting it), and at
+// decode sizes fetching it costs more than executing it (H200, session 18:
+// 2349 instructions executed once each took 20K cycles).
 template <int EPL>
 __device__ __forceinline__ unsigned kept_groups_by_slot(const TopkGateParams& p, const float (&choice)[EPL],
                                                         const int (&grp)[EPL]) {
@@ -98,21 +103,25 @@ __device__ __forceinline__ unsigned kept_groups_by_slot(const TopkGateParams& p,
   float t1[EPL], t2[EPL];
 #pragma unroll
   for (int j = 0; j < EPL; ++j) t1[j] = choice[j], t2[j] = kNegInf;
-#pragma unroll
+#pragma unroll 1
   for (int o = W / 2; o > 0; o >>= 1)
 #pragma unroll
     for (int j = 0; j < EPL; ++j) {
       const float b1 = __shfl_xor_sync(0xffffffffu, t1[j], o), b2 = __shfl_xor_sync(0xffffffffu, t2[j], o);
       top2_merge(t1[j], t2[j], b1, b2);
     }
-  float score[EPL];  // group g < n_group (<= EPL: every group holds a slot)
+  // score[j]: the top-2 sum of slot j's group over slots up to j; it is the
+  // group's score at the group's last slot (closes[j]). Padding slots (group
+  // n_group) close nothing.
+  float score[EPL];
+  bool closes[EPL];
+  float a1 = kNegInf, a2 = kNegInf;
 #pragma unroll
-  for (int g = 0; g < EPL; ++g) {
-    float a1 = kNegInf, a2 = kNegInf;
-#pragma unroll
-    for (int j = 0; j < EPL; ++j)
-      if (grp[j] == g) top2_merge(a1, a2, t1[j], t2[j]);
-    score[g] = a1 + a2;
+  for (int j = 0; j < EPL; ++j) {
+    if (j > 0 && grp[j] != grp[j - 1]) a1 = kNegInf, a2 = kNegInf;
+    top2_merge(a1, a2, t1[j], t2[j]);
+    score[j] = a1 + a2;
+    closes[j] = grp[j] < p.n_group && (j == EPL - 1 || grp[j + 1] != grp[j]);
   }
   unsigned keep = 0;
 #pragma unroll 1
@@ -120,8 +129,8 @@ __device__ __forceinline__ unsigned kept_groups_by_slot(const TopkGateParams& p,
     int best = -1;
     float bv = kNegInf;
 #pragma unroll
-    for (int g = 0; g < EPL; ++g)
-      if (g < p.n_group && !(keep >> g & 1u) && (best < 0 || score[g] > bv)) best = g, bv = score[g];
+    for (int j = 0; j < EPL; ++j)
+      if (closes[j] && !(keep >> grp[j] & 1u) && (best < 0 || score[j] > bv)) best = grp[j], bv = score[j];
     if (best >= 0) keep |= 1u << best;
   }
   return keep;
@@ -134,12 +143,22 @@ __device__ __forceinline__ void topk_gate_token(const TopkGateParams& p, long lo
   const float* row = p.logits + t * p.num_experts;
   const float kNegInf = -__int_as_float(0x7f800000);
 
-  float choice[EPL], weight[EPL];
+  // Every global load first, together: the logits and (sigmoid mode) the
+  // correction bias. Loaded next to their use, each bias load sat behind a
+  // division's branch and waited alone: 8 DRAM round trips in turn, most of
+  // the decode gate's 10 us on the H200 (session 18, ncu source counters).
+  float choice[EPL], weight[EPL], bias[EPL];
+  const bool has_bias = MODE == 1 && p.bias != nullptr;
 #pragma unroll
   for (int j = 0; j < EPL; ++j) {
     const int e = lane + j * W;
-    choice[j] = e < p.num_experts ? round_score<ROUND>(__ldg(row + e)) : kNegInf;
+    const bool live = e < p.num_experts;
+    choice[j] = live ? __ldg(row + e) : kNegInf;
+    bias[j] = live && has_bias ? __ldg(p.bias + e) : 0.f;
   }
+#pragma unroll
+  for (int j = 0; j < EPL; ++j)
+    if (lane + j * W < p.num_experts) choice[j] = round_score<ROUND>(choice[j]);
 
   if constexpr (MODE == 0) {
     float m = kNegInf;
@@ -164,14 +183,22 @@ __device__ __forceinline__ void topk_gate_token(const TopkGateParams& p, long lo
       const int e = lane + j * W;
       const float s = round_score<ROUND>(1.0f / (1.0f + expf(-choice[j])));
       weight[j] = s;
-      choice[j] = e < p.num_experts ? s + (p.bias ? __ldg(p.bias + e) : 0.f) : kNegInf;
+      choice[j] = e < p.num_experts ? s + bias[j] : kNegInf;
     }
     if (p.n_group > 1) {
       // Lane g keeps group g's score (n_group <= warp size): no local arrays.
       const int gsize = p.num_experts / p.n_group;
-      int grp[EPL];  // group of each held expert, computed once (n_group + 1 for padding)
+      // Group of each held expert, computed once (n_group for padding): one
+      // division, then expert lane + j W stepped by W (q, r: its quotient
+      // and remainder by gsize).
+      int grp[EPL];
+      int q = lane / gsize, r = lane - q * gsize;
 #pragma unroll
-      for (int j = 0; j < EPL; ++j) grp[j] = lane + j * W < p.num_experts ? (lane + j * W) / gsize : p.n_group;
+      for (int j = 0; j < EPL; ++j) {
+        grp[j] = lane + j * W < p.num_experts ? q : p.n_group;
+        r += W;
+        while (r >= gsize) r -= gsize, ++q;
+      }
       const unsigned keep = gsize % W == 0 ? kept_groups_by_slot<EPL>(p, choice, grp)
                                            : kept_groups_by_lane<EPL>(p, choice, grp, lane, gsize);
 #pragma unroll
@@ -185,7 +212,7 @@ __device__ __forceinline__ void topk_gate_token(const TopkGateParams& p, long lo
   // Selection k lands in lane k's registers: no per-thread arrays (K <= warp size).
   int my_id = 0;
   float my_w = 0.f, denom = 0.f;
-#pragma unroll
+#pragma unroll 1
   for (int k = 0; k < K; ++k) {
     ArgMax best{kNegInf, 0x7fffffff, 0.f};
 #pragma unroll

@@ -69,6 +69,9 @@ struct FusedMoeOptions {
   // Blocks of the mapping (MoeFusedMappingParams::blocks; 0 = choose). The
   // fused gate + mapping launch is taken only where the mapping has one.
   int mapping_blocks = 0;
+  // Tokens each block of the fused gate + mapping launch selects (1..32; 0 =
+  // choose, moe_topk_gate_mapping_tokens_per_block). The same bits either way.
+  int gate_tokens_per_block = 0;
   // The decode path: no mapping; gate/up runs on the routing as it is (row
   // t K + k = token t's slot k, expert ids[t, k]) and the down projection
   // sums each token's K rows in order as it computes them (the combine fused
@@ -83,7 +86,7 @@ struct FusedMoeOptions {
 
 // Options from `--config`-style keys: KEY (a grouped GEMM key, to both
 // projections), gate_up_KEY / down_KEY (one of them), mapping_blocks,
-// decode; an unknown key or a bad value is an error naming `arg`.
+// gate_tokens_per_block, decode; an unknown key or a bad value is an error naming `arg`.
 FusedMoeOptions fused_moe_options(const std::map<std::string, int>& config, const char* arg);
 void validate_fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, DeviceType backend);
 // Whether fused_moe takes the decode path (FusedMoeOptions::decode) for these

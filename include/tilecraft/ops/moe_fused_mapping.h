@@ -61,7 +61,14 @@ void moe_fused_mapping_cpu(const MoeFusedMappingArgs& a, const MoeFusedMappingPa
 // the gate's registers must fit 1024 threads a block); else run the two ops.
 bool moe_topk_gate_mapping_fits(int64_t num_experts, int64_t top_k);
 jit::KernelSpec moe_topk_gate_mapping_kernel_spec(const MoeTopkGateArgs& g, const MoeTopkGateParams& gp);
+// tokens_per_block: tokens a block selects (1..32; 0 = choose,
+// moe_topk_gate_mapping_tokens_per_block). The same bits either way.
 void moe_topk_gate_mapping(const MoeTopkGateArgs& g, const MoeTopkGateParams& gp, const MoeFusedMappingArgs& m,
-                           const MoeFusedMappingParams& mp, CUstream stream, const jit::CompileOptions& compile = {});
+                           const MoeFusedMappingParams& mp, CUstream stream, const jit::CompileOptions& compile = {},
+                           int tokens_per_block = 0);
+// The choice for T tokens on sm_count SMs (0 = unknown, taken as 132): at
+// least 4 (up to 4 tokens: one block, no completion counter), more only
+// where blocks of 4 would exceed one per SM (at most 32).
+int moe_topk_gate_mapping_tokens_per_block(int64_t T, int sm_count);
 
 }  // namespace tilecraft::ops

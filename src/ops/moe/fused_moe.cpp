@@ -223,6 +223,9 @@ FusedMoeOptions fused_moe_options(const std::map<std::string, int>& config, cons
     if (k == "mapping_blocks") {
       TC_CHECK_ARG(v >= 0, kOp, arg, "mapping_blocks >= 0 (0 = choose)", std::to_string(v));
       m.mapping_blocks = v;
+    } else if (k == "gate_tokens_per_block") {
+      TC_CHECK_ARG(v >= 0 && v <= 32, kOp, arg, "gate_tokens_per_block 0 (choose) or 1..32", std::to_string(v));
+      m.gate_tokens_per_block = v;
     } else if (k == "decode") {
       TC_CHECK_ARG(v >= -1 && v <= 1, kOp, arg, "decode 0 (mapped path), 1 (decode path) or -1 (choose)",
                    std::to_string(v));
@@ -404,7 +407,7 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
   const MoeFusedMappingParams mp{int(d.E), int(bm), o.mapping_blocks};
   const bool gate = route && runs(o, FusedMoeStage::kGate), map = runs(o, FusedMoeStage::kMapping);
   if (gate && map && fused_gate_mapping(o, d, info.sm_count)) {
-    moe_topk_gate_mapping(gate_args, p.gate, mapping, mp, stream, o.compile);
+    moe_topk_gate_mapping(gate_args, p.gate, mapping, mp, stream, o.compile, o.gate_tokens_per_block);
   } else {
     if (gate) moe_topk_gate(gate_args, p.gate, stream, o.compile);
     if (map) moe_fused_mapping(mapping, mp, stream, o.compile);

@@ -585,7 +585,7 @@ class FusedMoeAdapter final : public OpAdapter {
  private:
   static ops::FusedMoeOptions layer_options(const RunOptions& o) {
     ops::FusedMoeOptions m =
-        ops::fused_moe_options(o.config, "--config (mapping_blocks, decode, KEY, gate_up_KEY or down_KEY)");
+        ops::fused_moe_options(o.config, "--config (mapping_blocks, gate_tokens_per_block, decode, KEY, gate_up_KEY or down_KEY)");
     m.compile = o.compile;
     return m;
   }

@@ -137,8 +137,25 @@ jit::KernelSpec moe_topk_gate_mapping_kernel_spec(const MoeTopkGateArgs& g, cons
   return spec;
 }
 
+// Few tokens a block: 32 selections on one SM were bound by its issue rate,
+// and the completion counter of a grid costs less than that. H200, session
+// 18, scope gate_mapping (us): DeepSeek-V3 T=256 17.5-17.7 at 2 or 4 tokens
+// a block against 24.5 at 32; Qwen3-30B T=256 14.5-14.6 at 4, 14.8-14.9 at 2,
+// 17.0-17.2 at 32; DeepSeek-V3 T=16 14.7-14.8 at 1 or 4 against 15.6-15.7
+// at 16 (one block). Four is the floor: up to 4 tokens keep one block and
+// skip the counter.
+int moe_topk_gate_mapping_tokens_per_block(int64_t T, int sm_count) {
+  constexpr int64_t kFewest = 4, kMost = kThreads / 32;  // a warp per token
+  const int64_t sms = sm_count > 0 ? sm_count : 132;
+  return int(std::clamp<int64_t>((T + sms - 1) / sms, kFewest, kMost));
+}
+
 void moe_topk_gate_mapping(const MoeTopkGateArgs& g, const MoeTopkGateParams& gp, const MoeFusedMappingArgs& m,
-                           const MoeFusedMappingParams& mp, CUstream stream, const jit::CompileOptions& compile) {
+                           const MoeFusedMappingParams& mp, CUstream stream, const jit::CompileOptions& compile,
+                           int tokens_per_block) {
+  TC_CHECK_ARG(tokens_per_block >= 0 && tokens_per_block <= kThreads / 32, kOp, "tokens_per_block",
+               fmt::format("0 (choose) or 1..{} tokens a block selects", kThreads / 32),
+               std::to_string(tokens_per_block));
   TC_CHECK_ARG(m.ids.data == g.ids.data && m.ids.shape == g.ids.shape, kOp, "ids",
                "the gate's ids tensor (the mapping reads what the gate writes)",
                fmt::format("{} against the gate's {}", m.ids.describe(), g.ids.describe()));
@@ -152,16 +169,17 @@ void moe_topk_gate_mapping(const MoeTopkGateArgs& g, const MoeTopkGateParams& gp
                fmt::format("{} (columns of the logits)", g.logits.shape[1]), std::to_string(mp.num_experts));
   const int64_t T = g.logits.shape[0];
   if (T == 0) return moe_fused_mapping(m, mp, stream, compile);  // no gate block to run the mapping
-  constexpr int64_t kTokensPerBlock = kThreads / 32;
-  TC_CHECK_ARG((T + kTokensPerBlock - 1) / kTokensPerBlock <= 0x7fffffff, kOp, "logits", "fewer than 2^36 tokens",
-               g.logits.describe());
+  const int64_t tpb = tokens_per_block ? tokens_per_block
+                                       : moe_topk_gate_mapping_tokens_per_block(T, sm_count_if_gpu(g.logits.device.index));
+  TC_CHECK_ARG((T + tpb - 1) / tpb <= 0x7fffffff, kOp, "logits",
+               fmt::format("fewer than 2^31 blocks of {} tokens", tpb), g.logits.describe());
   static jit::OpKernelCache kernels;
   const jit::Launchable* k =
       &kernels.get(topk_gate_kernel_code(g, gp), compile, g.logits.device.index,
                    [&] { return moe_topk_gate_mapping_kernel_spec(g, gp); }, allow_mapping_smem);
   tc::moe::GateMappingParams args{topk_gate_kernel_params(g, gp), kernel_params(m, mp),
-                                        launch_counter_pair(g.logits.device.index, stream, kOp)};
-  jit::launch(*k, unsigned((T + kTokensPerBlock - 1) / kTokensPerBlock), 1, kThreads, mapping_smem(mp), stream, &args);
+                                  launch_counter_pair(g.logits.device.index, stream, kOp), int(tpb)};
+  jit::launch(*k, unsigned((T + tpb - 1) / tpb), 1, kThreads, mapping_smem(mp), stream, &args);
 }
 
 void moe_fused_mapping_cpu(const MoeFusedMappingArgs& a, const MoeFusedMappingParams& p) {
