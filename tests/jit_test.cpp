@@ -140,8 +140,28 @@ TEST(JitCompile, NvrtcBuildsCubinAndReportsResourcesWithoutGpu) {
   EXPECT_GT(k->resources.registers, 0);
   EXPECT_FALSE(k->lowered_name.empty());
   EXPECT_GT(k->compile_ms, 0);
+  // The entry's SASS: whole 16-byte instructions, a part of the cubin.
+  EXPECT_GT(k->resources.code_bytes, 0);
+  EXPECT_EQ(k->resources.code_bytes % 16, 0);
+  EXPECT_LT(size_t(k->resources.code_bytes), k->cubin.size());
+  EXPECT_EQ(cubin_function_bytes(k->cubin, k->lowered_name), k->resources.code_bytes);
   auto ptx = nvrtc_compile(fill_spec("tc::bf16"), {}, "compute_90a");
   EXPECT_NE(ptx.binary.find(".target sm_90a"), std::string::npos);
+  EXPECT_EQ(ptx.resources.code_bytes, 0);
+}
+
+// The section lookup reads only inside the buffer: an unknown function,
+// a truncated cubin at every length, or bytes that are not ELF give 0.
+TEST(JitCompile, CodeSizeOfMalformedCubinsIsZero) {
+  auto k = compile(fill_spec("tc::bf16"), {}, "sm_90a");
+  EXPECT_EQ(cubin_function_bytes(k->cubin, "no_such_function"), 0);
+  EXPECT_EQ(cubin_function_bytes("", k->lowered_name), 0);
+  EXPECT_EQ(cubin_function_bytes(std::string(64, '\x7f'), k->lowered_name), 0);
+  for (size_t n = 0; n < k->cubin.size(); n += 97)
+    EXPECT_LE(cubin_function_bytes(k->cubin.substr(0, n), k->lowered_name), k->resources.code_bytes) << n;
+  std::string scrambled = k->cubin;
+  for (size_t i = 0x28; i < 0x40; ++i) scrambled[i] = '\xff';  // section table offsets past the end
+  EXPECT_EQ(cubin_function_bytes(scrambled, k->lowered_name), 0);
 }
 
 TEST(JitCompile, ErrorsNameTheKernel) {

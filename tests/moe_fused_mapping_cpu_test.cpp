@@ -147,3 +147,31 @@ TEST(MoeTopkGateMapping, TokensPerBlockRule) {
                                                nullptr, {}, bad),
                     ErrorKind::kInvalidArgument, "tokens_per_block", "1..32");
 }
+
+// Code budgets of the routing kernels (SASS instructions for sm_90a). They
+// run once per layer call, cold: the experts' weights stream through L2
+// between calls and evict them, and at decode sizes fetching their code
+// cost more than running it (H200, session 18: the DeepSeek-V3 gate, 2936
+// instructions with its loops unrolled, took 20K cycles for one token).
+// Rolled loops brought it to about 1500. A budget here catches a change
+// that unrolls them again; it is a size, not a time.
+TEST(MoeTopkGateMapping, RoutingKernelsStayWithinTheirCodeBudgets) {
+  struct Budget {
+    int64_t E, K;
+    ops::GateMode mode;
+    int most;
+  };
+  for (const Budget b : {Budget{256, 8, ops::GateMode::kSigmoidGroupedTopk, 1800},
+                         Budget{128, 8, ops::GateMode::kSoftmaxTopk, 800}}) {
+    HostTensor logits(DType::kF32, {1, b.E}), ids(DType::kI32, {1, b.K}), w(DType::kF32, {1, b.K});
+    ops::MoeTopkGateParams gp;
+    gp.mode = b.mode;
+    const auto k = jit::compile(ops::moe_topk_gate_kernel_spec({logits.view(), std::nullopt, ids.view(), w.view()}, gp),
+                                {}, "sm_90a");
+    EXPECT_GT(k->resources.code_bytes, 0);
+    EXPECT_LE(k->resources.code_bytes / 16, b.most) << k->spec.config;
+  }
+  const auto mapping = jit::compile(ops::moe_fused_mapping_kernel_spec(), {}, "sm_90a");
+  EXPECT_GT(mapping->resources.code_bytes, 0);
+  EXPECT_LE(mapping->resources.code_bytes / 16, 1500);
+}

@@ -100,6 +100,7 @@ Records compile_cases(const std::vector<Case>& cases, const Options& o, const st
       r["spill_load_bytes"] = k->resources.spill_load_bytes;
       r["smem_bytes"] = k->resources.smem_static_bytes;
       r["stack_bytes"] = k->resources.stack_frame_bytes;
+      r["code_bytes"] = k->resources.code_bytes;
       r["compile_ms"] = k->compile_ms;
       r["cache"] = k->disk_hit ? "hit" : "miss";
       r["key"] = k->key.substr(0, 16);
@@ -110,14 +111,15 @@ Records compile_cases(const std::vector<Case>& cases, const Options& o, const st
     }
     recs.push_back(r);
   }
-  con.line(fmt::format("{:<58} {:>4} {:>6} {:>6} {:>6} {:>9} {:>5}", "kernel config", "regs", "spill", "smem",
-                       "stack", "compile", "cache"));
+  con.line(fmt::format("{:<58} {:>4} {:>6} {:>6} {:>6} {:>6} {:>9} {:>5}", "kernel config", "regs", "spill", "smem",
+                       "stack", "instrs", "compile", "cache"));
   int errors = 0;
   for (auto& r : recs) {
     if (r["status"] == "ok")
-      con.line(fmt::format("{:<58} {:>4} {:>6} {:>6} {:>6} {:>7.1f}ms {:>5}", r["config"].get<std::string>(),
+      con.line(fmt::format("{:<58} {:>4} {:>6} {:>6} {:>6} {:>6} {:>7.1f}ms {:>5}", r["config"].get<std::string>(),
                            r["registers"].get<int>(), r["spill_store_bytes"].get<int>(), r["smem_bytes"].get<int>(),
-                           r["stack_bytes"].get<int>(), r["compile_ms"].get<double>(), r["cache"].get<std::string>()));
+                           r["stack_bytes"].get<int>(), r["code_bytes"].get<int>() / 16, r["compile_ms"].get<double>(),
+                           r["cache"].get<std::string>()));
     else {
       ++errors;
       con.line(fmt::format("{:<58} ERROR {}", r["config"].get<std::string>(), r["error"].get<std::string>()));
@@ -354,11 +356,13 @@ int cmd_inspect(const Options& o) {
     } else if (o.dump == "resources") {
       auto k = jit::compile(spec, copts, arch);
       std::cout << fmt::format("kernel {}\narch {}\noptions {}\nkey {}\nlowered {}\nregisters {}\nspill stores {} B\n"
-                               "spill loads {} B\nstatic smem {} B\nstack frame {} B\ncmem[0] {} B\ncompile {:.1f} ms ({})\n",
+                               "spill loads {} B\nstatic smem {} B\nstack frame {} B\ncmem[0] {} B\n"
+                               "code {} B ({} instructions)\ncompile {:.1f} ms ({})\n",
                                spec.name_expression(), arch, copts.str(), k->key, k->lowered_name,
                                k->resources.registers, k->resources.spill_store_bytes, k->resources.spill_load_bytes,
                                k->resources.smem_static_bytes, k->resources.stack_frame_bytes, k->resources.cmem_bytes,
-                               k->compile_ms, k->disk_hit ? "disk cache hit" : "compiled now");
+                               k->resources.code_bytes, k->resources.code_bytes / 16, k->compile_ms,
+                               k->disk_hit ? "disk cache hit" : "compiled now");
     } else {  // sass
       auto k = jit::compile(spec, copts, arch);
       std::string tool = find_tool("cuobjdump");

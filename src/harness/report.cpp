@@ -202,12 +202,13 @@ std::string design_report(const Manifest& m, const Records& bench, const Records
       auto it = op.design.find(k);
       if (it != op.design.end()) s += fmt::format("**{}.** {}\n\n", k, it->second);
     }
-    s += "### Kernels compiled (resources from ptxas)\n\n| kernel config | registers | spill B | smem B | stack B |\n"
-         "|---|---|---|---|---|\n";
+    s += "### Kernels compiled (resources from ptxas)\n\n"
+         "| kernel config | registers | spill B | smem B | stack B | SASS instructions |\n|---|---|---|---|---|---|\n";
     for (auto& r : compile)
       if (r.value("op", "") == op.name)
-        s += fmt::format("| {} | {} | {} | {} | {} |\n", r.value("config", "?"), r.value("registers", -1),
-                         r.value("spill_store_bytes", 0), r.value("smem_bytes", 0), r.value("stack_bytes", 0));
+        s += fmt::format("| {} | {} | {} | {} | {} | {} |\n", r.value("config", "?"), r.value("registers", -1),
+                         r.value("spill_store_bytes", 0), r.value("smem_bytes", 0), r.value("stack_bytes", 0),
+                         r.value("code_bytes", 0) / 16);
     s += "\n### Measured bottleneck per workload\n\n| case | bound | rule | % copy bw |\n|---|---|---|---|\n";
     for (auto& r : bench)
       if (r.value("op", "") == op.name && r.contains("bound"))

@@ -12,6 +12,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "tilecraft/jit/compiler.h"
+
 #include "tilecraft/jit/hash.h"
 
 namespace tilecraft::jit::disk {
@@ -66,6 +68,7 @@ std::optional<CompiledKernel> load(const std::string& key) {
     k.resources.smem_static_bytes = r.at("smem_static_bytes");
     k.resources.stack_frame_bytes = r.at("stack_frame_bytes");
     k.resources.cmem_bytes = r.at("cmem_bytes");
+    k.resources.code_bytes = cubin_function_bytes(k.cubin, k.lowered_name);  // read off the cubin itself
     k.log = j.value("log", "");
     k.disk_hit = true;
     return k;

@@ -1,7 +1,9 @@
 #include <nvrtc.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 
 #include "tilecraft/error.h"
 #include "tilecraft/jit/compiler.h"
@@ -82,6 +84,45 @@ Resources parse_ptxas_resources(const std::string& log) {
   return r;
 }
 
+namespace {
+// Little-endian field of `bytes` bytes at `at`; false past the end.
+bool read_le(const std::string& b, uint64_t at, int bytes, uint64_t& v) {
+  if (at > b.size() || b.size() - at < uint64_t(bytes)) return false;
+  v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = v << 8 | uint8_t(b[at + i]);
+  return true;
+}
+}  // namespace
+
+int cubin_function_bytes(const std::string& cubin, const std::string& function) {
+  // ELF64 header: magic, class 2 (64-bit), section headers at e_shoff
+  // (0x28), e_shentsize (0x3a), e_shnum (0x3c), names in e_shstrndx (0x3e).
+  if (cubin.size() < 0x40 || cubin.compare(0, 4, "\x7f" "ELF") != 0 || cubin[4] != 2) return 0;
+  uint64_t shoff, entsize, count, names_index;
+  if (!read_le(cubin, 0x28, 8, shoff) || !read_le(cubin, 0x3a, 2, entsize) || !read_le(cubin, 0x3c, 2, count) ||
+      !read_le(cubin, 0x3e, 2, names_index) || entsize < 0x28 || names_index >= count)
+    return 0;
+  // Section header: sh_name (0x00, 4 bytes), sh_offset (0x18, 8), sh_size (0x20, 8).
+  auto field = [&](uint64_t section, uint64_t at, int bytes, uint64_t& v) {
+    return read_le(cubin, shoff + section * entsize + at, bytes, v);
+  };
+  uint64_t names_at, names_size;
+  if (!field(names_index, 0x18, 8, names_at) || !field(names_index, 0x20, 8, names_size) ||
+      names_at > cubin.size() || cubin.size() - names_at < names_size)
+    return 0;
+  const std::string want = ".text." + function;
+  for (uint64_t i = 0; i < count; ++i) {
+    uint64_t name, size;
+    if (!field(i, 0x00, 4, name) || !field(i, 0x20, 8, size)) return 0;
+    if (name >= names_size) continue;
+    const char* at = cubin.data() + names_at + name;
+    const size_t room = names_size - name;
+    if (strnlen(at, room) == want.size() && want.compare(0, want.size(), at, want.size()) == 0)
+      return size <= uint64_t(INT32_MAX) ? int(size) : 0;
+  }
+  return 0;
+}
+
 CompileOutput nvrtc_compile(const KernelSpec& spec, const CompileOptions& options, const std::string& arch) {
   check_arch(arch);
   const bool want_ptx = arch.rfind("compute_", 0) == 0;
@@ -135,6 +176,7 @@ CompileOutput nvrtc_compile(const KernelSpec& spec, const CompileOptions& option
     out.binary.resize(size);
     check_nvrtc(nvrtcGetCUBIN(prog.p, out.binary.data()), "nvrtcGetCUBIN", expr);
     out.resources = parse_ptxas_resources(out.log);
+    out.resources.code_bytes = cubin_function_bytes(out.binary, out.lowered_name);
   }
   out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return out;

@@ -16,6 +16,11 @@ struct Resources {
   int smem_static_bytes = 0;
   int stack_frame_bytes = 0;  // local memory per thread
   int cmem_bytes = 0;
+  // SASS bytes of the entry function (16 per instruction on sm_70 and
+  // later; 0 for PTX). Code that runs once per call is fetched cold when
+  // the call streams more than L2 between calls: at decode sizes its size,
+  // not its work, can set the latency.
+  int code_bytes = 0;
 };
 
 struct CompileOutput {
@@ -36,5 +41,8 @@ CompileOutput nvrtc_compile(const KernelSpec& spec, const CompileOptions& option
 
 // Parses ptxas -v output (as NVRTC logs it).
 Resources parse_ptxas_resources(const std::string& log);
+// Size of section ".text.<function>" of an ELF64 cubin, 0 where the cubin
+// has no such section or is not a well-formed ELF64 file.
+int cubin_function_bytes(const std::string& cubin, const std::string& function);
 
 }  // namespace tilecraft::jit
