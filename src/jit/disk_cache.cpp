@@ -13,7 +13,6 @@
 #include <nlohmann/json.hpp>
 
 #include "tilecraft/jit/compiler.h"
-
 #include "tilecraft/jit/hash.h"
 
 namespace tilecraft::jit::disk {

@@ -61,6 +61,8 @@ void moe_fused_mapping_cpu(const MoeFusedMappingArgs& a, const MoeFusedMappingPa
 // the gate's registers must fit 1024 threads a block); else run the two ops.
 bool moe_topk_gate_mapping_fits(int64_t num_experts, int64_t top_k);
 jit::KernelSpec moe_topk_gate_mapping_kernel_spec(const MoeTopkGateArgs& g, const MoeTopkGateParams& gp);
+// Tokens a block of the fused launch can select: a warp each, 1024 threads.
+constexpr int kMoeTopkGateMappingMaxTokensPerBlock = 32;
 // tokens_per_block: tokens a block selects (1..32; 0 = choose,
 // moe_topk_gate_mapping_tokens_per_block). The same bits either way.
 void moe_topk_gate_mapping(const MoeTopkGateArgs& g, const MoeTopkGateParams& gp, const MoeFusedMappingArgs& m,

@@ -224,7 +224,9 @@ FusedMoeOptions fused_moe_options(const std::map<std::string, int>& config, cons
       TC_CHECK_ARG(v >= 0, kOp, arg, "mapping_blocks >= 0 (0 = choose)", std::to_string(v));
       m.mapping_blocks = v;
     } else if (k == "gate_tokens_per_block") {
-      TC_CHECK_ARG(v >= 0 && v <= 32, kOp, arg, "gate_tokens_per_block 0 (choose) or 1..32", std::to_string(v));
+      TC_CHECK_ARG(v >= 0 && v <= kMoeTopkGateMappingMaxTokensPerBlock, kOp, arg,
+                   fmt::format("gate_tokens_per_block 0 (choose) or 1..{}", kMoeTopkGateMappingMaxTokensPerBlock),
+                   std::to_string(v));
       m.gate_tokens_per_block = v;
     } else if (k == "decode") {
       TC_CHECK_ARG(v >= -1 && v <= 1, kOp, arg, "decode 0 (mapped path), 1 (decode path) or -1 (choose)",

@@ -21,6 +21,7 @@ constexpr const char* kOp = "moe_fused_mapping";
 constexpr int kMaxExperts = 1024;  // per-warp counters in shared memory: 32 * E ints
 constexpr int kThreads = 1024;     // tc::moe::kMappingThreads
 constexpr int kWarps = 32;
+static_assert(kMoeTopkGateMappingMaxTokensPerBlock == kWarps, "the fused launch selects a token per warp");
 constexpr int kMaxBlocks = 1024;          // each placing block sums every block's counts per expert
 constexpr int64_t kBlocksFrom = 8192;     // slots from which the choice spreads the work
 constexpr int64_t kSlotsPerBlock = 1024;  // one per thread
@@ -145,7 +146,7 @@ jit::KernelSpec moe_topk_gate_mapping_kernel_spec(const MoeTopkGateArgs& g, cons
 // at 16 (one block). Four is the floor: up to 4 tokens keep one block and
 // skip the counter.
 int moe_topk_gate_mapping_tokens_per_block(int64_t T, int sm_count) {
-  constexpr int64_t kFewest = 4, kMost = kThreads / 32;  // a warp per token
+  constexpr int64_t kFewest = 4, kMost = kMoeTopkGateMappingMaxTokensPerBlock;
   const int64_t sms = sm_count > 0 ? sm_count : 132;
   return int(std::clamp<int64_t>((T + sms - 1) / sms, kFewest, kMost));
 }
@@ -153,8 +154,9 @@ int moe_topk_gate_mapping_tokens_per_block(int64_t T, int sm_count) {
 void moe_topk_gate_mapping(const MoeTopkGateArgs& g, const MoeTopkGateParams& gp, const MoeFusedMappingArgs& m,
                            const MoeFusedMappingParams& mp, CUstream stream, const jit::CompileOptions& compile,
                            int tokens_per_block) {
-  TC_CHECK_ARG(tokens_per_block >= 0 && tokens_per_block <= kThreads / 32, kOp, "tokens_per_block",
-               fmt::format("0 (choose) or 1..{} tokens a block selects", kThreads / 32),
+  TC_CHECK_ARG(tokens_per_block >= 0 && tokens_per_block <= kMoeTopkGateMappingMaxTokensPerBlock, kOp,
+               "tokens_per_block",
+               fmt::format("0 (choose) or 1..{} tokens a block selects", kMoeTopkGateMappingMaxTokensPerBlock),
                std::to_string(tokens_per_block));
   TC_CHECK_ARG(m.ids.data == g.ids.data && m.ids.shape == g.ids.shape, kOp, "ids",
                "the gate's ids tensor (the mapping reads what the gate writes)",
