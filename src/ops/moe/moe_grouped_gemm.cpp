@@ -806,8 +806,8 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
     // one even range per CTA. One CTA per item (output row or row tile x
     // block_n columns), or, with balance and more items than fit the GPU at
     // once, one per resident CTA. (Within one wave every CTA holds one item
-    // already; H200, Qwen3-30B T = 1 gate/up: 528 resident CTAs over 384
-    // items' columns took 22 us against 17.)
+    // already; H200, Qwen3-30B T = 1 gate/up, 384 items: the resident CTAs
+    // over the same columns took 22 us against 17.)
     TC_CHECK_ARG(a.out.shape[0] * N <= int64_t(INT_MAX), kOp, "out",
                  "fewer than 2^31 elements for the decode kernels (gemv=1) on a per-row schedule", a.out.describe());
     const int64_t rows = a.combine > 1 ? a.out.shape[0] : std::min<int64_t>(M, live_tiles_bound(a, c) / grid_y);
