@@ -185,7 +185,9 @@ TEST(GpuMoeGroupedGemm, GemvWithoutScheduleCoversEveryRow) {
 // widths) and down + combine (every width, row scales, bf16/fp16/fp32 out,
 // settled or not, with and without the L2 prefetch); stacked and per-expert weights; N
 // tails; K of 9 and 129 chunks (fewer and more than a warp's lanes); slots
-// dropped (-1) or naming an expert past E add nothing.
+// dropped (-1) or naming an expert past E add nothing. Each under balance 1
+// (resident CTAs over even column ranges, which here cross rows) and 0 (one
+// CTA per item): bitwise the same.
 TEST(GpuMoeGroupedGemm, PerRowSchedules) {
   TC_REQUIRE_GPU();
   struct Dims {
@@ -237,48 +239,61 @@ TEST(GpuMoeGroupedGemm, PerRowSchedules) {
     rt::Stream s;
     // Gate/up: a_repeat = S; rows with no expert are not written (compared
     // only where the expert is live).
-    for (int bn : {32, 16}) {
-      HostTensor want(dt, {T * S, N});
-      std::memset(want.data(), 0, want.nbytes());  // rows without an expert are not written
-      ops::MoeGroupedGemmArgs g;
-      g.a = x.view(), g.w = experts(w, dw, true), g.w_up = experts(wu, dwu, true), g.out = want.view();
-      g.tile_expert = ids.view(), g.a_repeat = S;
-      ops::moe_grouped_gemm_cpu(g);
-      DeviceTensor dout(dt, {T * S, N});
-      dout.fill_bytes(0xff);
-      g.a = dx.view(), g.w = experts(w, dw, false), g.w_up = experts(wu, dwu, false), g.out = dout.view();
-      g.tile_expert = dids.view();
-      ops::MoeGroupedGemmOptions o;
-      o.config.block_n = bn;
-      ops::moe_grouped_gemm(g, s.get(), o);
-      s.sync();
-      HostTensor got = dout.to_host();
-      for (int64_t r = 0; r < T * S; ++r)
-        if (ids.ptr<int32_t>()[r] < 0 || ids.ptr<int32_t>()[r] >= E)  // not written: take the golden's zeros
-          std::memcpy(got.ptr<uint16_t>() + r * N, want.ptr<uint16_t>() + r * N, size_t(N) * 2);
-      near(got, want, "gate/up block_n " + std::to_string(bn));
-    }
+    HostTensor balanced;  // balance 1's result, for the bitwise check under 0
+    for (int bn : {32, 16})
+      for (int balance : {1, 0}) {
+        HostTensor want(dt, {T * S, N});
+        std::memset(want.data(), 0, want.nbytes());  // rows without an expert are not written
+        ops::MoeGroupedGemmArgs g;
+        g.a = x.view(), g.w = experts(w, dw, true), g.w_up = experts(wu, dwu, true), g.out = want.view();
+        g.tile_expert = ids.view(), g.a_repeat = S;
+        ops::moe_grouped_gemm_cpu(g);
+        DeviceTensor dout(dt, {T * S, N});
+        dout.fill_bytes(0xff);
+        g.a = dx.view(), g.w = experts(w, dw, false), g.w_up = experts(wu, dwu, false), g.out = dout.view();
+        g.tile_expert = dids.view();
+        ops::MoeGroupedGemmOptions o;
+        o.config.block_n = bn;
+        o.config.balance = balance;
+        ops::moe_grouped_gemm(g, s.get(), o);
+        s.sync();
+        HostTensor got = dout.to_host();
+        for (int64_t r = 0; r < T * S; ++r)
+          if (ids.ptr<int32_t>()[r] < 0 || ids.ptr<int32_t>()[r] >= E)  // not written: take the golden's zeros
+            std::memcpy(got.ptr<uint16_t>() + r * N, want.ptr<uint16_t>() + r * N, size_t(N) * 2);
+        const std::string what = fmt::format("gate/up block_n {} balance {}", bn, balance);
+        near(got, want, what);
+        if (balance == 1) balanced = std::move(got);
+        else EXPECT_EQ(std::memcmp(got.data(), balanced.data(), got.nbytes()), 0) << what;
+      }
     // Down + combine: A = hs [T S, K], out [T, N].
     for (DType out_dt : {dt, DType::kF32})
       for (int bn : {8, 16})
-        for (int mode : {0, 1, 2}) {  // not settled; settled (slots read early); settled + L2 prefetch
-          const bool settled = mode > 0;
-          HostTensor want(out_dt, {T, N});
-          ops::MoeGroupedGemmArgs g;
-          g.a = hs.view(), g.w = experts(w, dw, true), g.out = want.view();
-          g.tile_expert = ids.view(), g.row_scale = scale.view(), g.combine = S;
-          ops::moe_grouped_gemm_cpu(g);
-          DeviceTensor dout(out_dt, {T, N});
-          dout.fill_bytes(0xff);
-          g.a = dhs.view(), g.w = experts(w, dw, false), g.out = dout.view();
-          g.tile_expert = dids.view(), g.row_scale = dscale.view(), g.schedule_settled = settled;
-          ops::MoeGroupedGemmOptions o;
-          o.config.block_n = bn;
-          o.config.prefetch = mode == 2 ? 1 : 0;
-          ops::moe_grouped_gemm(g, s.get(), o);
-          s.sync();
-          near(dout.to_host(), want, fmt::format("combine block_n {} out {} mode {}", bn, dtype_name(out_dt), mode));
-        }
+        for (int mode : {0, 1, 2})  // not settled; settled (slots read early); settled + L2 prefetch
+          for (int balance : {1, 0}) {
+            const bool settled = mode > 0;
+            HostTensor want(out_dt, {T, N});
+            ops::MoeGroupedGemmArgs g;
+            g.a = hs.view(), g.w = experts(w, dw, true), g.out = want.view();
+            g.tile_expert = ids.view(), g.row_scale = scale.view(), g.combine = S;
+            ops::moe_grouped_gemm_cpu(g);
+            DeviceTensor dout(out_dt, {T, N});
+            dout.fill_bytes(0xff);
+            g.a = dhs.view(), g.w = experts(w, dw, false), g.out = dout.view();
+            g.tile_expert = dids.view(), g.row_scale = dscale.view(), g.schedule_settled = settled;
+            ops::MoeGroupedGemmOptions o;
+            o.config.block_n = bn;
+            o.config.prefetch = mode == 2 ? 1 : 0;
+            o.config.balance = balance;
+            ops::moe_grouped_gemm(g, s.get(), o);
+            s.sync();
+            HostTensor got = dout.to_host();
+            const std::string what =
+                fmt::format("combine block_n {} out {} mode {} balance {}", bn, dtype_name(out_dt), mode, balance);
+            near(got, want, what);
+            if (balance == 1) balanced = std::move(got);
+            else EXPECT_EQ(std::memcmp(got.data(), balanced.data(), got.nbytes()), 0) << what;
+          }
   }
 }
 

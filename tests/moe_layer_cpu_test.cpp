@@ -632,8 +632,8 @@ TEST(MoeGroupedGemmCpu, PerRowKernelsCompileWithoutSpills) {
 // Per-row schedules: only the decode kernel runs them; combine needs one,
 // a plain projection and at most 32 slots; a_repeat no a_index; block_n
 // widths; the default width spreads the items evenly over the SMs.
-// half_skip (warp-specialised kernel, -1..1) and prefetch (decode combine
-// kernel, -1..1): launch parameters.
+// half_skip (warp-specialised kernel, -1..1), prefetch (decode combine
+// kernel, -1..1) and balance (decode kernels, -1..1): launch parameters.
 TEST(MoeGroupedGemmCpu, HalfSkipConfig) {
   ops::MoeGroupedGemmConfig c;
   ops::set_config_key(c, "half_skip", 0, "moe_grouped_gemm", "--config");
@@ -664,6 +664,13 @@ TEST(MoeGroupedGemmCpu, HalfSkipConfig) {
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, pf, 9, 132).prefetch, 1);
   pf.prefetch = 2;
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, pf, 9, 132), ErrorKind::kInvalidArgument, "prefetch", "2");
+  // balance (decode kernels on per-row schedules): -1..1, chosen on.
+  ops::MoeGroupedGemmConfig bal;
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, bal, 9, 132).balance, 1);
+  ops::set_config_key(bal, "balance", 0, "moe_grouped_gemm", "--config");
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, bal, 9, 132).balance, 0);
+  bal.balance = 2;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, bal, 9, 132), ErrorKind::kInvalidArgument, "balance", "2");
 }
 
 TEST(MoeGroupedGemmCpu, PerRowScheduleConfig) {

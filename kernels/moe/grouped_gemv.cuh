@@ -12,8 +12,14 @@
 // one CTA per item as launched (the hardware hands out the next item as a
 // CTA ends, so the GPU sweeps the weights in order; a wave of CTAs over
 // static contiguous ranges of items, each compacting a tile's rows once,
-// ran 25% slower at T = 16, H200, session 12). Its real rows (source row
-// and layout row) are compacted into shared memory first. Warp w owns
+// ran 25% slower at T = 16, H200, session 12). Per-row schedules (BM = 1,
+// every row one slot) instead split the flat columns (rows x N) evenly into
+// one contiguous range per CTA, the grid being the CTAs resident at once:
+// dynamic items left whole items' worth of imbalance between SMs (DeepSeek-V3
+// T = 1 under ncu: the busiest SM active 4% longer than the average for
+// gate/up, 18% for the combined down projection). A range is walked in
+// items of at most BN columns that stay within one row. Its real rows
+// (source row and layout row) are compacted into shared memory first. Warp w owns
 // columns col0 + CPW w .. + CPW - 1; lane l reads 8-element chunks l,
 // l + 32, ... along K of those columns' weight rows (layout NK: [N, K] per
 // expert, rows contiguous along K) and of the pass's A rows, and the warp sums the partial dot products with shuffles. The
@@ -41,6 +47,14 @@ __host__ __device__ constexpr int grouped_gemv_min_ctas(int bn, bool dual) {
 // The row of A that layout row `row` reads (-1: padding).
 __device__ __forceinline__ int gemv_a_row(const GroupedGemmParams& p, int row) {
   return p.a_index ? p.a_index[row] : p.a_repeat > 1 ? row / p.a_repeat : row;
+}
+
+// This CTA's share [begin, end) of `total` flat columns: contiguous ranges
+// that differ by at most one column. (The host keeps total below 2^31: 32-bit
+// offsets leave the inner loops their registers.)
+__device__ __forceinline__ void gemv_cta_range(int total, int& begin, int& end) {
+  begin = int((long long)total * blockIdx.x / gridDim.x);
+  end = int((long long)total * (blockIdx.x + 1) / gridDim.x);
 }
 
 // Hands `bytes` (a multiple of 16, 16-byte aligned) at `ptr` to the L2 to
@@ -178,54 +192,93 @@ struct GroupedGemv {
       }
   }
 
+  // Rows of `tile` (BM layout rows) to shared memory: src/pos of the real
+  // ones in order, all_src of every row (-1: padding), count. Warp 0.
+  static __device__ __forceinline__ void compact(const GroupedGemmParams& p, int tile, int* src, int* pos, int* all_src,
+                                                 int& count) {
+    const int lane = threadIdx.x % 32;
+    const int row = tile * BM + lane;
+    int s = -1;
+    if (lane < BM && row < p.M) s = gemv_a_row(p, row);
+    if (s >= 0 && p.row_token && p.row_token[row] < 0) s = -1;
+    const bool ok = s >= 0 && s < p.a_rows;
+    const unsigned mask = __ballot_sync(0xffffffffu, ok);
+    const int at = __popc(mask & ((1u << lane) - 1u));
+    if (ok) src[at] = s, pos[at] = row;
+    if (lane < BM) all_src[lane] = ok ? s : -1;
+    if (lane == 0) count = __popc(mask);
+  }
+
+  // Columns [c0, c0 + cols) of `tile` (expert e), whose `rows` real rows
+  // are compacted in src/pos/all_src.
+  static __device__ __forceinline__ void item(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L, int e, int tile, int c0,
+                                              int cols, int rows, const int* src, const int* pos, const int* all_src) {
+    const GroupedGemmParams& p = L.p;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    Item it;
+#pragma unroll
+    for (int m = 0; m < 2; ++m) it.w[m] = m < kB ? gemm_expert_weights<T, TABLE>(L, m, e) : nullptr;
+    it.src = src, it.pos = pos;
+    it.n0 = c0 + warp * CPW;
+    it.ncols = min(CPW, c0 + cols - it.n0);
+    // Passes of 4, 2 and 1 rows: a tile's weights are read once per pass,
+    // and the FMAs of rows that do not exist are not issued at decode.
+    // (Per-row schedules, BM = 1, build the 1-row pass only.)
+    int r0 = 0;
+    if constexpr (BM >= 3)
+      for (; rows - r0 >= 3; r0 += 4) pass<4>(p, it, r0, rows);
+    if constexpr (BM >= 2)
+      if (rows - r0 == 2) pass<2>(p, it, r0, rows);
+    if (rows - r0 == 1) pass<1>(p, it, r0, rows);
+    // The tile's padding rows hold zeros (times the row scale), as the MMA
+    // kernels write them: the contract covers every row of a live tile.
+    for (int r = lane; r < BM && rows < BM; r += 32) {
+      const int row = tile * BM + r;
+      if (all_src[r] >= 0 || row >= p.M) continue;
+      const float v = 0.f * (p.row_scale ? p.row_scale[row] : 1.f);
+      for (int c = 0; c < it.ncols; ++c)
+        static_cast<OutT*>(p.c)[(long long)row * p.ldc + it.n0 + c] = from_float<OutT>(v);
+    }
+  }
+
   static __device__ __forceinline__ void run(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L) {
     const GroupedGemmParams& p = L.p;
     __shared__ int src[BM], pos[BM], count, all_src[BM];
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / 32;
     const int tiles = p.num_tiles ? *p.num_tiles : (p.M + BM - 1) / BM;  // a last partial tile counts
-    const int col_blocks = (p.N + kCols - 1) / kCols;
-    const long long items = (long long)tiles * col_blocks;
-    for (long long item = blockIdx.x; item < items; item += gridDim.x) {
-      const int tile = int(item / col_blocks), cb = int(item % col_blocks);
-      const int e = p.tile_expert ? p.tile_expert[tile] : 0;
-      if (e < 0 || e >= p.num_experts) continue;  // the same for the whole CTA
-      __syncthreads();  // the previous item's rows have been read
-      if (warp == 0) {
-        const int row = tile * BM + lane;
-        int s = -1;
-        if (lane < BM && row < p.M) s = gemv_a_row(p, row);
-        if (s >= 0 && p.row_token && p.row_token[row] < 0) s = -1;
-        const bool ok = s >= 0 && s < p.a_rows;
-        const unsigned mask = __ballot_sync(0xffffffffu, ok);
-        const int at = __popc(mask & ((1u << lane) - 1u));
-        if (ok) src[at] = s, pos[at] = row;
-        if (lane < BM) all_src[lane] = ok ? s : -1;
-        if (lane == 0) count = __popc(mask);
+    if constexpr (BM == 1) {
+      // Per-row schedule: this CTA's contiguous range of the flat columns.
+      int at, end;
+      gemv_cta_range(tiles * p.N, at, end);
+      int cur = -1, e = -1;
+      while (at < end) {
+        const int tile = int(at / p.N), c0 = int(at % p.N);
+        const int cols = min(min(kCols, p.N - c0), end - at);
+        at += cols;
+        if (tile != cur) {
+          cur = tile;
+          e = p.tile_expert ? p.tile_expert[tile] : 0;  // the same for the whole CTA
+          if (e < 0 || e >= p.num_experts) {
+            at = max(at, min(end, (tile + 1) * p.N));  // skip the rest of the row
+            continue;
+          }
+          __syncthreads();  // the previous row's compaction has been read
+          if (warp == 0) compact(p, tile, src, pos, all_src, count);
+          __syncthreads();
+        }
+        item(L, e, tile, c0, cols, count, src, pos, all_src);
       }
-      __syncthreads();
-      const int rows = count;
-      Item it;
-#pragma unroll
-      for (int m = 0; m < 2; ++m) it.w[m] = m < kB ? gemm_expert_weights<T, TABLE>(L, m, e) : nullptr;
-      it.src = src, it.pos = pos;
-      it.n0 = cb * kCols + warp * CPW;
-      it.ncols = min(CPW, p.N - it.n0);
-      // Passes of 4, 2 and 1 rows: a tile's weights are read once per pass,
-      // and the FMAs of rows that do not exist are not issued at decode.
-      // (Per-row schedules, BM = 1, build the 1-row pass only.)
-      int r0 = 0;
-      if constexpr (BM >= 3)
-        for (; rows - r0 >= 3; r0 += 4) pass<4>(p, it, r0, rows);
-      if constexpr (BM >= 2)
-        if (rows - r0 == 2) pass<2>(p, it, r0, rows);
-      if (rows - r0 == 1) pass<1>(p, it, r0, rows);
-      // The tile's padding rows hold zeros (times the row scale), as the MMA
-      // kernels write them: the contract covers every row of a live tile.
-      for (int r = lane; r < BM && rows < BM; r += 32) {
-        const int row = tile * BM + r;
-        if (all_src[r] >= 0 || row >= p.M) continue;
-        const float v = 0.f * (p.row_scale ? p.row_scale[row] : 1.f);
-        for (int c = 0; c < it.ncols; ++c) static_cast<OutT*>(p.c)[(long long)row * p.ldc + it.n0 + c] = from_float<OutT>(v);
+    } else {
+      const int col_blocks = (p.N + kCols - 1) / kCols;
+      const long long items = (long long)tiles * col_blocks;
+      for (long long i = blockIdx.x; i < items; i += gridDim.x) {
+        const int tile = int(i / col_blocks), cb = int(i % col_blocks);
+        const int e = p.tile_expert ? p.tile_expert[tile] : 0;
+        if (e < 0 || e >= p.num_experts) continue;  // the same for the whole CTA
+        __syncthreads();                            // the previous item's rows have been read
+        if (warp == 0) compact(p, tile, src, pos, all_src, count);
+        __syncthreads();
+        item(L, e, tile, cb * kCols, min(kCols, p.N - cb * kCols), count, src, pos, all_src);
       }
     }
   }
@@ -248,12 +301,13 @@ __global__ void __launch_bounds__(256, grouped_gemv_min_ctas(BN, DUAL))
 // once. Rows whose expert is outside [0, num_experts) add nothing (their A
 // rows are never read).
 //
-// A CTA of 8 warps takes items (output row t, BN columns). Warps split the
-// item by (slot, part of K): with S < 8 slots, G = 8 / S warps share a slot's
-// K; each streams BN weight rows and the slot's A row, so a lane keeps BN
-// (x the unroll) 16-byte loads in flight. Warp sums go to shared memory, and
-// thread c then adds column c's parts and slots in a fixed order:
-// deterministic. Requires K % 8 == 0, 16-byte aligned rows, layout NK.
+// A CTA of 8 warps takes a contiguous range of the flat output columns
+// (M / S rows x N; see GroupedGemv), in items of at most BN columns within
+// one output row t. Warps split an item by (slot, part of K): with S < 8
+// slots, G = 8 / S warps share a slot's K; each streams BN weight rows and
+// the slot's A row, so a lane keeps BN (x the unroll) 16-byte loads in
+// flight. Warp sums go to shared memory, and thread c then adds column c's
+// parts and slots in a fixed order: deterministic. Requires K % 8 == 0, 16-byte aligned rows, layout NK.
 template <typename T, typename OutT, int BN, int TABLE>
 struct GroupedGemvCombine {
   static constexpr int kWarps = 8;
@@ -262,12 +316,17 @@ struct GroupedGemvCombine {
   static_assert(BN == 8 || BN == 16, "8 or 16 columns per item");
   static_assert(sizeof(T) == 2, "16-bit inputs");
 
-  static __device__ __forceinline__ void prefetch(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L) {
+  // This CTA's range of the flat output columns.
+  static __device__ __forceinline__ void range(const GroupedGemmParams& p, int& begin, int& end) {
+    gemv_cta_range(p.M / p.combine * p.N, begin, end);
+  }
+
+  // The weights of the item at flat column `at` into L2.
+  static __device__ __forceinline__ void prefetch(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L, int at) {
     const GroupedGemmParams& p = L.p;
-    const int S = p.combine, col_blocks = (p.N + BN - 1) / BN;
-    const int t = int(blockIdx.x / col_blocks), cb = int(blockIdx.x % col_blocks);
-    if (threadIdx.x >= S || threadIdx.x >= kMaxSlots || t >= p.M / S) return;
-    gemv_prefetch_rows<T, TABLE>(L, p.tile_expert[t * S + threadIdx.x], cb * BN, BN, p.prefetch);
+    const int S = p.combine, t = int(at / p.N), n0 = int(at % p.N);
+    if (threadIdx.x >= S || threadIdx.x >= kMaxSlots) return;
+    gemv_prefetch_rows<T, TABLE>(L, p.tile_expert[t * S + threadIdx.x], n0, BN, p.prefetch);
   }
 
   // An item's slots: weight bases, A rows, scales (shared by the CTA).
@@ -291,7 +350,7 @@ struct GroupedGemvCombine {
     sl.scale[threadIdx.x] = p.row_scale ? p.row_scale[row] : 1.f;
   }
 
-  // first_ready: the CTA's first item's slots are in `sl` already.
+  // first_ready: the slots of the range's first row are in `sl` already.
   static __device__ __forceinline__ void run(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L, Slots& sl,
                                              bool first_ready) {
     const GroupedGemmParams& p = L.p;
@@ -300,17 +359,18 @@ struct GroupedGemvCombine {
     const float* scale = sl.scale;
     __shared__ float part[kMaxSlots][BN];  // [slot * G + K part][column]; S * G <= max(S, 8)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int S = p.combine, outs = p.M / S, col_blocks = (p.N + BN - 1) / BN;
+    const int S = p.combine;
     const int G = S >= kWarps ? 1 : kWarps / S, chunks = p.K / 8;
-    const long long items = (long long)outs * col_blocks;
-    for (long long item = blockIdx.x; item < items; item += gridDim.x) {
-      const int t = int(item / col_blocks), cb = int(item % col_blocks);
-      if (!first_ready || item != blockIdx.x) {
-        __syncthreads();  // the previous item's slots and parts have been read
-        setup(L, t, sl);
-      }
+    int at, end;
+    range(p, at, end);
+    int cur = first_ready && at < end ? at / p.N : -1;  // the output row whose slots `sl` holds
+    for (bool first = true; at < end; first = false) {
+      const int t = at / p.N, n0 = at % p.N;
+      const int ncols = min(min(BN, p.N - n0), end - at);
+      at += ncols;
+      if (!first) __syncthreads();  // the previous item's slots and parts have been read
+      if (t != cur) setup(L, t, sl), cur = t;
       __syncthreads();
-      const int n0 = cb * BN, ncols = min(BN, p.N - n0);
       for (int sw = warp; sw < S * G; sw += kWarps) {
         const int j = sw / G, kp = sw % G;
         const T* w = wbase[j];
@@ -364,10 +424,12 @@ __global__ void __launch_bounds__(256, 2) grouped_gemv_combine_kernel(const Grou
   __shared__ typename G::Slots slots;
   // A settled schedule (prefetch != 0): the first item's slots, and with
   // prefetch > 0 its weights into L2, before waiting on the previous kernel.
-  const bool settled = L.p.prefetch != 0 && blockIdx.x < (long long)(L.p.M / L.p.combine) * ((L.p.N + BN - 1) / BN);
+  int begin, end;
+  G::range(L.p, begin, end);
+  const bool settled = L.p.prefetch != 0 && begin < end;
   if (settled) {
-    if (L.p.prefetch > 0) G::prefetch(L);
-    G::setup(L, int(blockIdx.x / ((L.p.N + BN - 1) / BN)), slots);
+    if (L.p.prefetch > 0) G::prefetch(L, begin);
+    G::setup(L, begin / L.p.N, slots);
   }
   grid_dependency_begin();
   G::run(L, slots, settled);

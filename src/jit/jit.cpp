@@ -207,6 +207,23 @@ void launch(const Launchable& k, unsigned grid_x, unsigned grid_y, unsigned bloc
   TC_DRV(cuLaunchKernelEx, &cfg, k.fn, args, nullptr);
 }
 
+int max_active_blocks(const Launchable& k, unsigned block_x, unsigned smem_bytes) {
+  // Asked on every launch of a balanced decode kernel: remembered per function and shape.
+  static std::mutex mu;
+  static std::map<std::tuple<CUfunction, unsigned, unsigned>, int> known;
+  const auto key = std::make_tuple(k.fn, block_x, smem_bytes);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = known.find(key); it != known.end()) return it->second;
+  }
+  int blocks = 0;
+  TC_DRV(cuOccupancyMaxActiveBlocksPerMultiprocessor, &blocks, k.fn, int(block_x), size_t(smem_bytes));
+  blocks = std::max(blocks, 1);
+  std::lock_guard<std::mutex> lock(mu);
+  known[key] = blocks;
+  return blocks;
+}
+
 int max_active_clusters(const Launchable& k, unsigned block_x, unsigned smem_bytes, unsigned cluster_x) {
   // Asked on every launch of a clustered kernel: remembered per function and shape.
   static std::mutex mu;

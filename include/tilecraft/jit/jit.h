@@ -67,6 +67,10 @@ void launch(const Launchable& k, unsigned grid_x, unsigned grid_y, unsigned bloc
 // memory each) that can be resident at once on k's device (at least 1).
 int max_active_clusters(const Launchable& k, unsigned block_x, unsigned smem_bytes, unsigned cluster_x);
 
+// CTAs of k (block_x threads, smem_bytes of dynamic shared memory) that can
+// be resident at once on one SM of k's device (at least 1).
+int max_active_blocks(const Launchable& k, unsigned block_x, unsigned smem_bytes);
+
 // Programmatic dependent launch of the kernels that allow it (default on;
 // TILECRAFT_PDL=0 starts the process with it off). Results are the same
 // either way; tests compare the two, benchmarks measure the difference.

@@ -148,6 +148,12 @@ struct MoeGroupedGemmConfig {
   // the prefetch cost DeepSeek-V3 T = 1's down projection 69 -> 75 us once
   // the slots were read early). A launch parameter, for A/B runs.
   int prefetch = -1;
+  // Decode kernels on per-row schedules (block_m = 1, and the combine
+  // kernel): 1 = as many CTAs as are resident at once, each taking an even
+  // contiguous range of the flat output columns (rows x N), 0 = one CTA per
+  // item of block_n columns, handed out by the hardware as CTAs end, -1 =
+  // choose (1). Same bits either way. A launch parameter, for A/B runs.
+  int balance = -1;
   std::string str() const;
 };
 
@@ -156,7 +162,8 @@ struct MoeGroupedGemmConfig {
 bool moe_grouped_gemm_uses_gemv(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over);
 
 // Sets the override named `key` (block_m, block_n, stages, warps_m, warps_n,
-// sm90, tma, persistent, k_splits, group_m, gemv, tma_store, half_skip, prefetch, cluster, multicast); an unknown key is an
+// sm90, tma, persistent, k_splits, group_m, gemv, tma_store, half_skip, prefetch, balance, cluster, multicast); an
+// unknown key is an
 // error naming `op` and `arg`.
 void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, const char* op, const char* arg);
 

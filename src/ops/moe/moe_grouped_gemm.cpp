@@ -151,12 +151,13 @@ void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, 
   else if (key == "tma_store") c.tma_store = value;
   else if (key == "half_skip") c.half_skip = value;
   else if (key == "prefetch") c.prefetch = value;
+  else if (key == "balance") c.balance = value;
   else if (key == "cluster") c.cluster = value;
   else if (key == "multicast") c.multicast = value;
   else
     throw_arg_error(ErrorKind::kInvalidArgument, op, arg,
                     "keys block_m, block_n, stages, warps_m, warps_n, sm90, tma, persistent, k_splits, group_m, gemv, "
-                    "tma_store, half_skip, prefetch, cluster, multicast",
+                    "tma_store, half_skip, prefetch, balance, cluster, multicast",
                     "'" + key + "'");
 }
 
@@ -466,6 +467,10 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   TC_CHECK_ARG(over.prefetch >= -1 && over.prefetch <= 1, kOp, "prefetch",
                "0 (no L2 prefetch), 1 (prefetch within half the L2) or -1 (choose)", std::to_string(over.prefetch));
   c.prefetch = over.prefetch == 1 ? 1 : 0;
+  TC_CHECK_ARG(over.balance >= -1 && over.balance <= 1, kOp, "balance",
+               "0 (one decode CTA per item), 1 (resident CTAs over even column ranges) or -1 (choose)",
+               std::to_string(over.balance));
+  c.balance = over.balance == 0 ? 0 : 1;
   TC_CHECK_ARG(over.cluster == -1 || over.cluster == 1 || over.cluster == 2, kOp, "cluster",
                "1 (one CTA per tile), 2 (CTA pairs in lockstep) or -1 (choose)",
                std::to_string(over.cluster));
@@ -796,8 +801,20 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   TC_CHECK_ARG(uint64_t(grid_x) * grid_y <= uint64_t(INT_MAX), kOp, "out", "fewer than 2^31 output tiles",
                a.out.describe());
   p.tiles_total = int64_t(grid_x) * grid_y;
-  if (c.gemv == 1 && a.combine > 1) {
-    grid_x = unsigned(a.out.shape[0] * grid_y);  // one CTA per item (output row x block_n columns)
+  if (c.gemv == 1 && (a.combine > 1 || c.block_m == 1)) {
+    // Per-row schedules: the kernel splits the flat columns (rows x N) into
+    // one even range per CTA. One CTA per item (output row or row tile x
+    // block_n columns), or, with balance and more items than fit the GPU at
+    // once, one per resident CTA. (Within one wave every CTA holds one item
+    // already; H200, Qwen3-30B T = 1 gate/up, 384 items: the resident CTAs
+    // over the same columns took 22 us against 17.)
+    TC_CHECK_ARG(a.out.shape[0] * N <= int64_t(INT_MAX), kOp, "out",
+                 "fewer than 2^31 elements for the decode kernels (gemv=1) on a per-row schedule", a.out.describe());
+    const int64_t rows = a.combine > 1 ? a.out.shape[0] : std::min<int64_t>(M, live_tiles_bound(a, c) / grid_y);
+    const int64_t items = rows * grid_y;
+    const int64_t resident =
+        int64_t(jit::max_active_blocks(k, unsigned(32 * c.warps_m * c.warps_n), 0)) * std::max(dev.sm_count, 1);
+    grid_x = unsigned(c.balance == 1 && items > resident ? resident : items);
     grid_y = 1;
   } else if (c.gemv == 1) {
     // One CTA per item (row tile x block_n columns) that can hold rows; the
