@@ -12,8 +12,8 @@
 #   kernel headers against each .ab_kernels/<rev> from scripts/kernel_ab.sh REV..., AB_ROUNDS rounds),
 #   abcfg:OP:WORKLOAD (the same binary under each of AB_CONFIGS, ';'-separated lists of key=val),
 #   abgpu (the GPU tests matching AB_GPU_TESTS under each .ab_kernels/<rev>), ncusrc:OP:WORKLOAD
-#   (one kernel's warp stalls per SASS instruction: launch NCU_SKIP of those matching NCU_KERNELS),
-#   ncutl:OP:WORKLOAD (PM-sampling timelines of the matching kernels; NCU_METRICS adds metrics to ncu:)
+#   (one kernel's warp stalls per SASS instruction: launch NCU_SKIP of those matching NCU_KERNELS);
+#   NCU_METRICS adds metrics to the ncu step (e.g. sm__cycles_active.min,sm__cycles_active.max: SM imbalance)
 set -uo pipefail
 OUT=${OUT:-/tmp/tilecraft_out}
 mkdir -p "$OUT"
@@ -170,24 +170,6 @@ for s in $steps; do
       step "ncusrc $op $w" "rc=$rc in $((SECONDS - t0))s"
       grep -E "Duration|Registers|Warp Cycles Per Issued|Issued Warp" "$base.txt" | head -8
       head -${NCU_LINES:-45} "$base.top.txt" 2>/dev/null || tail -5 "$base.sass.csv" ;;
-    ncutl:*)
-      # A timeline of each kernel matching NCU_KERNELS (NCU_COUNT launches):
-      # ncu's PM sampling (DRAM and SM throughput over the kernel's run),
-      # dumped raw with every sample; scripts/ncu_timeline.py prints it as
-      # rows of time buckets. Shows a ramp, wave gaps and a tail that the
-      # kernel's averages hide.
-      IFS=: read -r _ op w <<< "$s"
-      base="$OUT/ncutl_${op}_${w}${NCU_TAG:+_$NCU_TAG}"
-      t0=$SECONDS
-      timeout ${OP_TIMEOUT:-300} ncu --clock-control none -k "regex:${NCU_KERNELS:-grouped_gem}" \
-        --launch-skip ${NCU_SKIP:-0} --launch-count ${NCU_COUNT:-2} --section PmSampling \
-        ${NCU_PM_FLAGS:-} -f -o "$base" $B/tilecraft bench --op "$op" --workload "$w" --warmup 0 --repeat 1 \
-        --trials 1 ${NCU_FLAGS:-} > "$base.log" 2>&1
-      rc=$?
-      ncu -i "$base.ncu-rep" --page raw --csv --print-metric-instances values > "$base.raw.csv" 2>&1
-      python3 scripts/ncu_timeline.py "$base.raw.csv" > "$base.txt" 2>&1
-      step "ncutl $op $w" "rc=$rc in $((SECONDS - t0))s"
-      head -${NCU_LINES:-80} "$base.txt" ;;
     ab:*)
       # This tree's kernel headers against each .ab_kernels/<rev> (scripts/kernel_ab.sh REV...), same binary.
       IFS=: read -r _ op w <<< "$s"
