@@ -185,9 +185,10 @@ TEST(GpuMoeGroupedGemm, GemvWithoutScheduleCoversEveryRow) {
 // widths) and down + combine (every width, row scales, bf16/fp16/fp32 out,
 // settled or not, with and without the L2 prefetch); stacked and per-expert weights; N
 // tails; K of 9 and 129 chunks (fewer and more than a warp's lanes); slots
-// dropped (-1) or naming an expert past E add nothing. Each under balance 1
-// (resident CTAs over even column ranges, which here cross rows) and 0 (one
-// CTA per item): bitwise the same.
+// dropped (-1) or naming an expert past E add nothing. Each under balance 2
+// (even column ranges, which here cross rows; these shapes are under one
+// wave, where balance 1 does nothing) and 0 (one CTA per item): bitwise the
+// same.
 TEST(GpuMoeGroupedGemm, PerRowSchedules) {
   TC_REQUIRE_GPU();
   struct Dims {
@@ -239,9 +240,9 @@ TEST(GpuMoeGroupedGemm, PerRowSchedules) {
     rt::Stream s;
     // Gate/up: a_repeat = S; rows with no expert are not written (compared
     // only where the expert is live).
-    HostTensor balanced;  // balance 1's result, for the bitwise check under 0
+    HostTensor balanced;  // balance 2's result, for the bitwise check under 0
     for (int bn : {32, 16})
-      for (int balance : {1, 0}) {
+      for (int balance : {2, 0}) {
         HostTensor want(dt, {T * S, N});
         std::memset(want.data(), 0, want.nbytes());  // rows without an expert are not written
         ops::MoeGroupedGemmArgs g;
@@ -263,14 +264,14 @@ TEST(GpuMoeGroupedGemm, PerRowSchedules) {
             std::memcpy(got.ptr<uint16_t>() + r * N, want.ptr<uint16_t>() + r * N, size_t(N) * 2);
         const std::string what = fmt::format("gate/up block_n {} balance {}", bn, balance);
         near(got, want, what);
-        if (balance == 1) balanced = std::move(got);
+        if (balance == 2) balanced = std::move(got);
         else EXPECT_EQ(std::memcmp(got.data(), balanced.data(), got.nbytes()), 0) << what;
       }
     // Down + combine: A = hs [T S, K], out [T, N].
     for (DType out_dt : {dt, DType::kF32})
       for (int bn : {8, 16})
         for (int mode : {0, 1, 2})  // not settled; settled (slots read early); settled + L2 prefetch
-          for (int balance : {1, 0}) {
+          for (int balance : {2, 0}) {
             const bool settled = mode > 0;
             HostTensor want(out_dt, {T, N});
             ops::MoeGroupedGemmArgs g;
@@ -291,7 +292,7 @@ TEST(GpuMoeGroupedGemm, PerRowSchedules) {
             const std::string what =
                 fmt::format("combine block_n {} out {} mode {} balance {}", bn, dtype_name(out_dt), mode, balance);
             near(got, want, what);
-            if (balance == 1) balanced = std::move(got);
+            if (balance == 2) balanced = std::move(got);
             else EXPECT_EQ(std::memcmp(got.data(), balanced.data(), got.nbytes()), 0) << what;
           }
   }

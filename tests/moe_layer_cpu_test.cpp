@@ -664,13 +664,15 @@ TEST(MoeGroupedGemmCpu, HalfSkipConfig) {
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, pf, 9, 132).prefetch, 1);
   pf.prefetch = 2;
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, pf, 9, 132), ErrorKind::kInvalidArgument, "prefetch", "2");
-  // balance (decode kernels on per-row schedules): -1..1, chosen on.
+  // balance (decode kernels on per-row schedules): -1..2, chosen 1.
   ops::MoeGroupedGemmConfig bal;
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, bal, 9, 132).balance, 1);
   ops::set_config_key(bal, "balance", 0, "moe_grouped_gemm", "--config");
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, bal, 9, 132).balance, 0);
   bal.balance = 2;
-  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, bal, 9, 132), ErrorKind::kInvalidArgument, "balance", "2");
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, bal, 9, 132).balance, 2);
+  bal.balance = 3;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, bal, 9, 132), ErrorKind::kInvalidArgument, "balance", "3");
 }
 
 TEST(MoeGroupedGemmCpu, PerRowScheduleConfig) {

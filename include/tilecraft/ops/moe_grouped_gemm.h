@@ -149,10 +149,11 @@ struct MoeGroupedGemmConfig {
   // the slots were read early). A launch parameter, for A/B runs.
   int prefetch = -1;
   // Decode kernels on per-row schedules (block_m = 1, and the combine
-  // kernel): 1 = as many CTAs as are resident at once, each taking an even
-  // contiguous range of the flat output columns (rows x N), 0 = one CTA per
-  // item of block_n columns, handed out by the hardware as CTAs end, -1 =
-  // choose (1). Same bits either way. A launch parameter, for A/B runs.
+  // kernel): 1 = where the items exceed the CTAs resident at once, that
+  // many CTAs, each taking an even contiguous range of the flat output
+  // columns (rows x N); 2 = so always (at most one CTA per half item);
+  // 0 = one CTA per item of block_n columns, handed out by the hardware as
+  // CTAs end; -1 = choose (1). Same bits either way. A launch parameter.
   int balance = -1;
   std::string str() const;
 };

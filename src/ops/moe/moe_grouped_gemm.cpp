@@ -467,10 +467,11 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   TC_CHECK_ARG(over.prefetch >= -1 && over.prefetch <= 1, kOp, "prefetch",
                "0 (no L2 prefetch), 1 (prefetch within half the L2) or -1 (choose)", std::to_string(over.prefetch));
   c.prefetch = over.prefetch == 1 ? 1 : 0;
-  TC_CHECK_ARG(over.balance >= -1 && over.balance <= 1, kOp, "balance",
-               "0 (one decode CTA per item), 1 (resident CTAs over even column ranges) or -1 (choose)",
+  TC_CHECK_ARG(over.balance >= -1 && over.balance <= 2, kOp, "balance",
+               "0 (one decode CTA per item), 1 (resident CTAs over even column ranges past one wave), 2 (always) or "
+               "-1 (choose)",
                std::to_string(over.balance));
-  c.balance = over.balance == 0 ? 0 : 1;
+  c.balance = over.balance >= 0 ? over.balance : 1;
   TC_CHECK_ARG(over.cluster == -1 || over.cluster == 1 || over.cluster == 2, kOp, "cluster",
                "1 (one CTA per tile), 2 (CTA pairs in lockstep) or -1 (choose)",
                std::to_string(over.cluster));
@@ -814,7 +815,10 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
     const int64_t items = rows * grid_y;
     const int64_t resident =
         int64_t(jit::max_active_blocks(k, unsigned(32 * c.warps_m * c.warps_n), 0)) * std::max(dev.sm_count, 1);
-    grid_x = unsigned(c.balance == 1 && items > resident ? resident : items);
+    const int64_t half_items = (rows * N + c.block_n / 2 - 1) / (c.block_n / 2);  // items of half the width
+    grid_x = unsigned(c.balance == 2 ? std::clamp<int64_t>(half_items, 1, resident)
+                      : c.balance == 1 && items > resident ? resident
+                                                           : items);
     grid_y = 1;
   } else if (c.gemv == 1) {
     // One CTA per item (row tile x block_n columns) that can hold rows; the
