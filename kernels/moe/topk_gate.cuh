@@ -210,14 +210,9 @@ __device__ __forceinline__ void topk_gate_token(const TopkGateParams& p, long lo
   }
 
   // Selection k lands in lane k's registers: no per-thread arrays (K <= warp size).
-  // Rolled (cold code, see topk_gate_mapping_kernel) except for K <= 2, where
-  // the unrolled pair is about as small and the loop's own overhead showed
-  // (race case 2, T = 32768, K = 2: 26.2 us unrolled against 27.0 rolled,
-  // H200 session 18).
-  constexpr int kSelectUnroll = K <= 2 ? K : 1;
   int my_id = 0;
   float my_w = 0.f, denom = 0.f;
-#pragma unroll kSelectUnroll
+#pragma unroll 1
   for (int k = 0; k < K; ++k) {
     ArgMax best{kNegInf, 0x7fffffff, 0.f};
 #pragma unroll
