@@ -43,16 +43,6 @@ __device__ __forceinline__ void split(long long n, int parts, int i, long long& 
   hi = n * (i + 1) / parts;
 }
 
-// A. Warp `warp` counts the experts of slots [begin, end) into cnt[warp][E]
-// (zeroed by the caller).
-__device__ __forceinline__ void count_slots(const FusedMappingParams& p, long long begin, long long end, int* cnt_row,
-                                            int lane) {
-  for (long long i = begin + lane; i < end; i += W) {
-    const int e = __ldcg(p.ids + i);
-    if (e >= 0 && e < p.num_experts) atomicAdd(&cnt_row[e], 1);
-  }
-}
-
 // Block-wide (every thread calls it; E <= kMappingThreads): thread e < E
 // gives `padded`, its expert's padded rows, and offs[0..E] receives the
 // exclusive prefix (offs[0] = 0, offs[E] = all rows in use), visible after
@@ -111,6 +101,24 @@ __device__ __forceinline__ void load_chunk(const FusedMappingParams& p, long lon
   for (int u = 0; u < kAhead; ++u) {
     const long long i = chunk + u * W + lane;
     ev[u] = i < end ? __ldcg(p.ids + i) : -1;
+  }
+}
+
+// A, one chunk (ids in ev, from load_chunk): its experts into cnt_row.
+__device__ __forceinline__ void count_chunk(const int (&ev)[kAhead], int E, int* cnt_row) {
+#pragma unroll
+  for (int u = 0; u < kAhead; ++u)
+    if (ev[u] >= 0 && ev[u] < E) atomicAdd(&cnt_row[ev[u]], 1);
+}
+
+// A. Warp `warp` counts the experts of slots [begin, end) into cnt[warp][E]
+// (zeroed by the caller), a chunk at a time.
+__device__ __forceinline__ void count_slots(const FusedMappingParams& p, long long begin, long long end, int* cnt_row,
+                                            int lane) {
+  int ev[kAhead];
+  for (long long chunk = begin; chunk < end; chunk += W * kAhead) {
+    load_chunk(p, chunk, end, lane, ev);
+    count_chunk(ev, p.num_experts, cnt_row);
   }
 }
 
@@ -202,13 +210,8 @@ __device__ __forceinline__ void fused_mapping_block(const FusedMappingParams& p,
   int ev[kAhead];
   if (one_chunk) load_chunk(p, begin, end, lane, ev);
   __syncthreads();
-  if (one_chunk) {
-#pragma unroll
-    for (int u = 0; u < kAhead; ++u)
-      if (ev[u] >= 0 && ev[u] < E) atomicAdd(&cnt[warp * E + ev[u]], 1);
-  } else {
-    count_slots(p, begin, end, cnt + warp * E, lane);
-  }
+  if (one_chunk) count_chunk(ev, E, cnt + warp * E);
+  else count_slots(p, begin, end, cnt + warp * E, lane);
   __syncthreads();
 
   // B. per expert (thread e): prefix over the count rows, total, offsets.
