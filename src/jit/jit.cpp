@@ -207,47 +207,49 @@ void launch(const Launchable& k, unsigned grid_x, unsigned grid_y, unsigned bloc
   TC_DRV(cuLaunchKernelEx, &cfg, k.fn, args, nullptr);
 }
 
-int max_active_blocks(const Launchable& k, unsigned block_x, unsigned smem_bytes) {
-  // Asked on every launch of a balanced decode kernel: remembered per function and shape.
-  static std::mutex mu;
-  static std::map<std::tuple<CUfunction, unsigned, unsigned>, int> known;
-  const auto key = std::make_tuple(k.fn, block_x, smem_bytes);
+namespace {
+// compute() for `key`, asked once per key and remembered (the occupancy
+// queries run on every launch of the kernels that size their grids by them).
+template <typename Key, typename F>
+int remembered(std::mutex& mu, std::map<Key, int>& known, const Key& key, F compute) {
   {
     std::lock_guard<std::mutex> lock(mu);
     if (auto it = known.find(key); it != known.end()) return it->second;
   }
-  int blocks = 0;
-  TC_DRV(cuOccupancyMaxActiveBlocksPerMultiprocessor, &blocks, k.fn, int(block_x), size_t(smem_bytes));
-  blocks = std::max(blocks, 1);
+  const int value = compute();
   std::lock_guard<std::mutex> lock(mu);
-  known[key] = blocks;
-  return blocks;
+  known[key] = value;
+  return value;
+}
+}  // namespace
+
+int max_active_blocks(const Launchable& k, unsigned block_x, unsigned smem_bytes) {
+  static std::mutex mu;
+  static std::map<std::tuple<CUfunction, unsigned, unsigned>, int> known;
+  return remembered(mu, known, std::make_tuple(k.fn, block_x, smem_bytes), [&] {
+    int blocks = 0;
+    TC_DRV(cuOccupancyMaxActiveBlocksPerMultiprocessor, &blocks, k.fn, int(block_x), size_t(smem_bytes));
+    return std::max(blocks, 1);
+  });
 }
 
 int max_active_clusters(const Launchable& k, unsigned block_x, unsigned smem_bytes, unsigned cluster_x) {
-  // Asked on every launch of a clustered kernel: remembered per function and shape.
   static std::mutex mu;
   static std::map<std::tuple<CUfunction, unsigned, unsigned, unsigned>, int> known;
-  const auto key = std::make_tuple(k.fn, block_x, smem_bytes, cluster_x);
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (auto it = known.find(key); it != known.end()) return it->second;
-  }
-  CUlaunchAttribute attr{};
-  attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  attr.value.clusterDim.x = cluster_x, attr.value.clusterDim.y = 1, attr.value.clusterDim.z = 1;
-  CUlaunchConfig cfg{};
-  cfg.gridDimX = cluster_x, cfg.gridDimY = 1, cfg.gridDimZ = 1;  // one cluster: the grid must hold whole ones
-  cfg.blockDimX = block_x, cfg.blockDimY = 1, cfg.blockDimZ = 1;
-  cfg.sharedMemBytes = smem_bytes;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  int clusters = 0;
-  TC_DRV(cuOccupancyMaxActiveClusters, &clusters, k.fn, &cfg);
-  clusters = std::max(clusters, 1);
-  std::lock_guard<std::mutex> lock(mu);
-  known[key] = clusters;
-  return clusters;
+  return remembered(mu, known, std::make_tuple(k.fn, block_x, smem_bytes, cluster_x), [&] {
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = cluster_x, attr.value.clusterDim.y = 1, attr.value.clusterDim.z = 1;
+    CUlaunchConfig cfg{};
+    cfg.gridDimX = cluster_x, cfg.gridDimY = 1, cfg.gridDimZ = 1;  // one cluster: the grid must hold whole ones
+    cfg.blockDimX = block_x, cfg.blockDimY = 1, cfg.blockDimZ = 1;
+    cfg.sharedMemBytes = smem_bytes;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int clusters = 0;
+    TC_DRV(cuOccupancyMaxActiveClusters, &clusters, k.fn, &cfg);
+    return std::max(clusters, 1);
+  });
 }
 
 void clear_memory_cache() {

@@ -163,9 +163,9 @@ struct MoeGroupedGemmConfig {
 bool moe_grouped_gemm_uses_gemv(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over);
 
 // Sets the override named `key` (block_m, block_n, stages, warps_m, warps_n,
-// sm90, tma, persistent, k_splits, group_m, gemv, tma_store, half_skip, prefetch, balance, cluster, multicast); an
-// unknown key is an
-// error naming `op` and `arg`.
+// sm90, tma, persistent, k_splits, group_m, gemv, tma_store, half_skip,
+// prefetch, balance, cluster, multicast); an unknown key is an error naming
+// `op` and `arg`.
 void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, const char* op, const char* arg);
 
 struct MoeGroupedGemmOptions {
