@@ -14,11 +14,12 @@
 // static contiguous ranges of items, each compacting a tile's rows once,
 // ran 25% slower at T = 16, H200, session 12). Per-row schedules (BM = 1,
 // every row one slot) instead split the flat columns (rows x N) evenly into
-// one contiguous range per CTA, the grid being the CTAs resident at once:
-// dynamic items left whole items' worth of imbalance between SMs (DeepSeek-V3
-// T = 1 under ncu: the busiest SM active 4% longer than the average for
-// gate/up, 18% for the combined down projection). A range is walked in
-// items of at most BN columns that stay within one row. Its real rows
+// one contiguous range per CTA; the host launches one CTA per item, or,
+// where the items exceed what is resident at once, that many CTAs
+// (balance): dynamic items left whole items' worth of imbalance between SMs
+// there (DeepSeek-V3 T = 1 under ncu: the busiest SM active 4% longer than
+// the average for gate/up, 18% for the combined down projection). A range
+// is walked in items of at most BN columns that stay within one row. Its real rows
 // (source row and layout row) are compacted into shared memory first. Warp w owns
 // columns col0 + CPW w .. + CPW - 1; lane l reads 8-element chunks l,
 // l + 32, ... along K of those columns' weight rows (layout NK: [N, K] per
