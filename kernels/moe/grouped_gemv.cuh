@@ -19,11 +19,12 @@
 // (balance): dynamic items left whole items' worth of imbalance between SMs
 // there (DeepSeek-V3 T = 1 under ncu: the busiest SM active 4% longer than
 // the average for gate/up, 18% for the combined down projection). A range
-// is walked in items of at most BN columns that stay within one row. Its real rows
-// (source row and layout row) are compacted into shared memory first. Warp w owns
-// columns col0 + CPW w .. + CPW - 1; lane l reads 8-element chunks l,
-// l + 32, ... along K of those columns' weight rows (layout NK: [N, K] per
-// expert, rows contiguous along K) and of the pass's A rows, and the warp sums the partial dot products with shuffles. The
+// is walked in items of at most BN columns that stay within one row. An
+// item's real rows (source row and layout row) are compacted into shared
+// memory first. Warp w owns columns col0 + CPW w .. + CPW - 1; lane l reads
+// 8-element chunks l, l + 32, ... along K of those columns' weight rows
+// (layout NK: [N, K] per expert, rows contiguous along K) and of the pass's
+// A rows, and the warp sums the partial dot products with shuffles. The
 // epilogue is the GEMM's: silu(gate) * up when gated, times row_scale; a
 // live tile's padding rows get zeros, as from the MMA kernels.
 // Requires K % 8 == 0 and 16-byte aligned rows (the host's vector_ok).
@@ -308,7 +309,8 @@ __global__ void __launch_bounds__(256, grouped_gemv_min_ctas(BN, DUAL))
 // slots, G = 8 / S warps share a slot's K; each streams BN weight rows and
 // the slot's A row, so a lane keeps BN (x the unroll) 16-byte loads in
 // flight. Warp sums go to shared memory, and thread c then adds column c's
-// parts and slots in a fixed order: deterministic. Requires K % 8 == 0, 16-byte aligned rows, layout NK.
+// parts and slots in a fixed order: deterministic. Requires K % 8 == 0,
+// 16-byte aligned rows, layout NK.
 template <typename T, typename OutT, int BN, int TABLE>
 struct GroupedGemvCombine {
   static constexpr int kWarps = 8;

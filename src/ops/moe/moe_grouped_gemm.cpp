@@ -802,6 +802,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   TC_CHECK_ARG(uint64_t(grid_x) * grid_y <= uint64_t(INT_MAX), kOp, "out", "fewer than 2^31 output tiles",
                a.out.describe());
   p.tiles_total = int64_t(grid_x) * grid_y;
+  const unsigned threads = unsigned(32 * c.warps_m * c.warps_n);
   if (c.gemv == 1 && (a.combine > 1 || c.block_m == 1)) {
     // Per-row schedules: the kernel splits the flat columns (rows x N) into
     // one even range per CTA. One CTA per item (output row or row tile x
@@ -813,8 +814,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
                  "fewer than 2^31 elements for the decode kernels (gemv=1) on a per-row schedule", a.out.describe());
     const int64_t rows = a.combine > 1 ? a.out.shape[0] : std::min<int64_t>(M, live_tiles_bound(a, c) / grid_y);
     const int64_t items = rows * grid_y;
-    const int64_t resident =
-        int64_t(jit::max_active_blocks(k, unsigned(32 * c.warps_m * c.warps_n), 0)) * std::max(dev.sm_count, 1);
+    const int64_t resident = int64_t(jit::max_active_blocks(k, threads, 0)) * std::max(dev.sm_count, 1);
     const int64_t half_items = (rows * N + c.block_n / 2 - 1) / (c.block_n / 2);  // items of half the width
     grid_x = unsigned(c.balance == 2 ? std::clamp<int64_t>(half_items, 1, resident)
                       : c.balance == 1 && items > resident ? resident
@@ -846,7 +846,6 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
     // capacity's tiles are empty padding).
     if (c.sm90 == 0 && table <= 64) grid_x = unsigned(std::min<int64_t>(grid_x, live_tiles_bound(a, c)));
   }
-  const unsigned threads = unsigned(32 * c.warps_m * c.warps_n);
   // Split K: slices of whole 64-wide steps; fp32 partials in stream-ordered
   // scratch (freed after the reduce, graph-capturable), one per slice and
   // matrix, summed by the reduce kernel in slice order.
