@@ -8,29 +8,10 @@
 // Each size is read cold (2x the L2 read first), as the benchmarks do; times
 // are medians of 9 event-timed launches (launch latency included, as in the
 // layer's scopes).
-#include <cuda_runtime.h>
-
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                              \
-  do {                                                                     \
-    cudaError_t e_ = (x);                                                  \
-    if (e_ != cudaSuccess) {                                               \
-      std::printf("%s: %s\n", #x, cudaGetErrorString(e_));                 \
-      std::exit(1);                                                        \
-    }                                                                      \
-  } while (0)
-
-__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
-  return r;
-}
+#include "bw_common.cuh"
 
 __global__ void flush_kernel(const uint4* src, size_t n, unsigned* sink) {
   unsigned acc = 0;

@@ -7,29 +7,10 @@
 // Each warp owns a contiguous block of rows (the GEMV's output columns) and
 // walks it ROWS rows at a time; per batch a lane issues ROWS x RUN 16-byte
 // loads: RUN consecutive 512-byte warp chunks of each of ROWS rows.
-#include <cuda_runtime.h>
-
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                              \
-  do {                                                                     \
-    cudaError_t e_ = (x);                                                  \
-    if (e_ != cudaSuccess) {                                               \
-      std::printf("%s: %s\n", #x, cudaGetErrorString(e_));                 \
-      std::exit(1);                                                        \
-    }                                                                      \
-  } while (0)
-
-__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
-  return r;
-}
+#include "bw_common.cuh"
 
 __global__ void sweep(const uint4* src, size_t n, unsigned* sink) {
   const size_t stride = size_t(gridDim.x) * blockDim.x;
