@@ -134,25 +134,14 @@ int main() {
   CK(cudaMalloc(&counter, 4));
   CK(cudaMemset(buf, 1, max_bytes));
   CK(cudaMemset(fl, 2, flush_bytes));
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
+  // Cold: each launch follows a read of 2x the L2 (and a counter reset).
   auto time_us = [&](auto launch) {
-    std::vector<float> ts;
-    for (int i = 0; i < 10; ++i) {
-      flush_kernel<<<sms * 4, 512>>>(reinterpret_cast<const uint4*>(fl), flush_bytes / 16, sink);
-      CK(cudaMemset(counter, 0, 4));
-      CK(cudaEventRecord(a));
-      launch();
-      CK(cudaEventRecord(b));
-      CK(cudaEventSynchronize(b));
-      float ms;
-      CK(cudaEventElapsedTime(&ms, a, b));
-      if (i) ts.push_back(ms * 1000);
-    }
-    CK(cudaGetLastError());
-    std::sort(ts.begin(), ts.end());
-    return ts[ts.size() / 2];
+    return median_us(1, 9,
+                     [&] {
+                       flush_kernel<<<sms * 4, 512>>>(reinterpret_cast<const uint4*>(fl), flush_bytes / 16, sink);
+                       CK(cudaMemset(counter, 0, 4));
+                     },
+                     launch);
   };
   for (size_t mb : {25, 50, 75, 235, 470, 705}) {
     const size_t bytes = mb << 20, n = bytes / 16;
