@@ -58,6 +58,9 @@ struct GroupedGemmParams {
   // weights load each weight box once and multicast it into both CTAs;
   // 0: each CTA loads its own boxes (the pair still runs in lockstep).
   int multicast;
+  // Bulk decode kernels (grouped_gemv_bulk.cuh) only: stages of the shared
+  // memory ring, and output columns per piece (one stage).
+  int bulk_stages, bulk_cols;
 };
 
 // Shared memory the warp-specialised kernel keeps for its consumers'
