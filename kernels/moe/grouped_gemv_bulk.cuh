@@ -13,18 +13,21 @@
 // register loads against 165.5 us through a 6 x 32 KB ring, and 25 MB 10.3
 // against 8.0 us (scripts/bw_bulk.cu).
 //
-// One CTA per SM: warp 8 (one lane) produces, warps 0-7 consume. The CTA
-// takes an even contiguous range of the flat output columns (rows x N),
-// in pieces of up to p.bulk_cols columns within one output row. A piece is
-// U weight rows per column (MODE 0: U = 2, gate and up of the row's expert;
-// MODE 1: U = S slots, one expert each), copied unit by unit (a unit's
-// columns are consecutive rows of one matrix, contiguous at ldb = K) into
-// one stage of the ring, laid out [unit][column][K]. Consumers split the
-// piece's rows over the 8 warps (a row's K over G = 8 / rows warps when
-// there are fewer than 8), each lane dotting 8-element chunks with the A
-// row (read through L1), and the warp sums go to shared memory; after one
-// barrier the stage is released and threads c < columns finish column c in
-// a fixed order: deterministic.
+// One CTA per SM: warp 8 (one lane) produces, warps 0 .. stages-1 consume,
+// warp w every piece that lands in stage w, so each stage's phases are
+// waited on in order by one warp and no barrier spans warps. The CTA takes
+// an even contiguous range of the flat output columns (rows x N), in pieces
+// of up to p.bulk_cols columns within one output row. A piece is U weight
+// rows per column (MODE 0: U = 2, gate and up of the row's expert; MODE 1:
+// U = S slots, one expert each), copied unit by unit (a unit's columns are
+// consecutive rows of one matrix, contiguous at ldb = K) into one stage,
+// laid out [unit][column][K]. The warp dots the piece's rows four at a time
+// (lane l takes 8-element chunks l, l + 32, ... of each, the A rows through
+// L1), sums each row with shuffles, releases the stage, and lanes c <
+// columns finish column c in a fixed order: deterministic. One warp per
+// piece keeps up to 8 pieces in flight per SM; a CTA-wide barrier per piece
+// (the first version) serialised them and ran at half the register kernels'
+// speed.
 //
 // The producer reads the schedule only: in MODE 1 with a settled schedule
 // (p.prefetch != 0, see GroupedGemmParams) it starts before the grid wait,
@@ -36,7 +39,7 @@
 namespace tc::moe {
 
 constexpr int kBulkMaxStages = 8;
-constexpr int kBulkConsumers = 256;                 // warps 0-7
+constexpr int kBulkConsumers = 256;                 // warps 0-7 (those past the stage count idle)
 constexpr int kBulkThreads = kBulkConsumers + 32;   // + the producer warp
 constexpr int kBulkMaxRows = 64;                    // weight rows per piece (units x columns), the host keeps it
 
@@ -50,13 +53,17 @@ struct GroupedGemvBulk {
     int n0;     // first column
     int cols;   // columns in this piece
   };
+  // Per consumer warp: its current output row's units and its row sums.
+  struct Warp {
+    const T* arow[kMaxUnits];  // A rows, null = the unit adds nothing
+    float scale[kMaxUnits];
+    float sum[kBulkMaxRows];   // the piece's row dot products
+  };
   struct Shared {
     unsigned long long full[kBulkMaxStages], empty[kBulkMaxStages];
     Piece piece[kBulkMaxStages];
-    float part[2][kBulkMaxRows];   // [piece parity][row * G + K part]
-    const T* arow[kMaxUnits];      // the consumers' current output row: A rows, null = the unit adds nothing
-    float scale[kMaxUnits];
-    const T* w[kMaxUnits];         // the producer's current output row: weights, null = nothing to copy
+    const T* w[kMaxUnits];  // the producer's current output row: weights, null = nothing to copy
+    Warp warp[kBulkMaxStages];
   };
 
   static __device__ __forceinline__ int units(const GroupedGemmParams& p) { return MODE == 0 ? 2 : p.combine; }
@@ -75,6 +82,14 @@ struct GroupedGemvBulk {
     const int row = layout_row(p, t, u), e = p.tile_expert[row], s = gemv_a_row(p, row);
     if (e < 0 || e >= p.num_experts || s < 0 || s >= p.a_rows) return nullptr;
     return gemm_expert_weights<T, TABLE>(L, MODE == 0 ? u : 0, e);
+  }
+
+  // Waits until piece k's stage is free again (its use S pieces earlier
+  // was released).
+  static __device__ __forceinline__ int claim(Shared& sh, unsigned k, int S) {
+    const int s = k % S;
+    if (k >= unsigned(S)) mbar_wait(&sh.empty[s], (k / S - 1) & 1);
+    return s;
   }
 
   static __device__ __forceinline__ void produce(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L, Shared& sh,
@@ -96,8 +111,7 @@ struct GroupedGemvBulk {
         for (int u = 0; u < U; ++u) any |= (w[u] = unit_weights(L, t, u)) != nullptr;
       }
       if (MODE == 0 && !any) continue;  // no expert: the row is skipped (nothing stored)
-      const int s = k % S;
-      if (k >= unsigned(S)) mbar_wait(&sh.empty[s], (k / S - 1) & 1);
+      const int s = claim(sh, k++, S);
       sh.piece[s] = Piece{t, n0, cols};
       const unsigned unit_bytes = unsigned(cols) * unsigned(p.K) * sizeof(T);
       unsigned bytes = 0;
@@ -106,81 +120,79 @@ struct GroupedGemvBulk {
       T* stage = ring + s * stage_elems;
       for (int u = 0; u < U; ++u)
         if (w[u]) bulk_load(stage + (long long)u * cols * p.K, w[u] + (long long)n0 * p.ldb, unit_bytes, &sh.full[s]);
-      ++k;
     }
-    const int s = k % S;
-    if (k >= unsigned(S)) mbar_wait(&sh.empty[s], (k / S - 1) & 1);
-    sh.piece[s].t = -1;
-    mbar_arrive(&sh.full[s]);
+    for (int i = 0; i < S; ++i) {  // every consumer warp's end
+      const int s = claim(sh, k++, S);
+      sh.piece[s].t = -1;
+      mbar_arrive(&sh.full[s]);
+    }
   }
 
-  // Consumer threads (0-255) only: bar.sync 1 counts them.
-  static __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
-
+  // Consumer warp `warp` (< p.bulk_stages): the pieces of stage `warp`.
   static __device__ __forceinline__ void consume(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L, Shared& sh,
-                                                 const T* ring) {
+                                                 const T* ring, int warp) {
     const GroupedGemmParams& p = L.p;
-    const int U = units(p), S = p.bulk_stages, chunks = p.K / 8;
-    const long long stage_elems = (long long)p.bulk_cols * U * p.K;
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int U = units(p), S = p.bulk_stages, chunks = p.K / 8, lane = threadIdx.x % 32;
+    const T* stage = ring + (long long)warp * p.bulk_cols * U * p.K;
+    Warp& me = sh.warp[warp];
     int cur = -1;
-    for (unsigned k = 0;; ++k) {
-      const int s = k % S;
-      mbar_wait(&sh.full[s], (k / S) & 1);
-      const Piece pc = sh.piece[s];
+    for (unsigned use = 0;; ++use) {
+      mbar_wait(&sh.full[warp], use & 1);
+      const Piece pc = sh.piece[warp];
       if (pc.t < 0) break;
       if (pc.t != cur) {
-        consumers_sync();  // the previous piece's epilogue has read the row's units
-        if (tid < U) {
-          const int row = layout_row(p, pc.t, tid), src = gemv_a_row(p, row);
-          const bool ok = unit_weights(L, pc.t, tid) != nullptr;
-          sh.arow[tid] = ok ? static_cast<const T*>(p.a) + (long long)src * p.lda : nullptr;
-          sh.scale[tid] = p.row_scale ? p.row_scale[MODE == 0 ? pc.t : row] : 1.f;
+        __syncwarp();  // the previous piece's epilogue has read the units
+        for (int u = lane; u < U; u += 32) {
+          const int row = layout_row(p, pc.t, u);
+          const bool ok = unit_weights(L, pc.t, u) != nullptr;
+          me.arow[u] = ok ? static_cast<const T*>(p.a) + (long long)gemv_a_row(p, row) * p.lda : nullptr;
+          me.scale[u] = p.row_scale ? p.row_scale[row] : 1.f;
         }
-        consumers_sync();
+        __syncwarp();
         cur = pc.t;
       }
-      const int R = U * pc.cols, G = R >= 8 ? 1 : 8 / R;
-      float* part = sh.part[k & 1];
-      const T* stage = ring + s * stage_elems;
-      for (int sw = warp; sw < R * G; sw += 8) {
-        const int r = sw / G, kp = sw % G, u = r / pc.cols;
-        const T* a = sh.arow[MODE == 0 ? 0 : u];
-        float acc = 0.f;
-        if (a != nullptr) {
-          const T* wrow = stage + (long long)r * p.K;
-          const int q1 = int((long long)chunks * (kp + 1) / G);
-#pragma unroll 4
-          for (int q = int((long long)chunks * kp / G) + lane; q < q1; q += 32) {
-            const Vec<T, 8> wv = load_shared_if<T, 8>(wrow + 8 * q, true);
-            float xf[8];
-            gemv_load_a8<T>(a + 8 * q, true, xf);
+      // Row r of the piece: unit r / cols, column r % cols; 4 rows at a time
+      // (independent sums, each split over even and odd chunks).
+      const int R = U * pc.cols;
+      for (int r0 = 0; r0 < R; r0 += 4) {
+        float acc[4][2];
+        const T* a[4];
 #pragma unroll
-            for (int j = 0; j < 8; ++j) acc = fmaf(to_float(wv.v[j]), xf[j], acc);
+        for (int i = 0; i < 4; ++i) {
+          acc[i][0] = acc[i][1] = 0.f;
+          a[i] = r0 + i < R ? me.arow[MODE == 0 ? 0 : (r0 + i) / pc.cols] : nullptr;
+        }
+#pragma unroll 2
+        for (int q = lane; q < chunks; q += 32) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            if (a[i] == nullptr) continue;
+            const Vec<T, 8> wv = load_shared_if<T, 8>(stage + (long long)(r0 + i) * p.K + 8 * q, true);
+            float xf[8];
+            gemv_load_a8<T>(a[i] + 8 * q, true, xf);
+#pragma unroll
+            for (int j = 0; j < 8; ++j) acc[i][j & 1] = fmaf(to_float(wv.v[j]), xf[j], acc[i][j & 1]);
           }
         }
 #pragma unroll
-        for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-        if (lane == 0) part[sw] = acc;
+        for (int i = 0; i < 4; ++i) {
+          float v = acc[i][0] + acc[i][1];
+#pragma unroll
+          for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+          if (lane == 0 && r0 + i < R) me.sum[r0 + i] = a[i] != nullptr ? v : 0.f;
+        }
       }
-      consumers_sync();  // every part is written and the stage read
-      if (tid == 0) mbar_arrive(&sh.empty[s]);
-      if (tid < pc.cols) {
-        const int c = tid;
+      __syncwarp();  // the stage is read, the sums written
+      if (lane == 0) mbar_arrive(&sh.empty[warp]);
+      for (int c = lane; c < pc.cols; c += 32) {
         float v;
         if constexpr (MODE == 0) {
-          float g = 0.f, up = 0.f;
-          for (int kp = 0; kp < G; ++kp) g += part[c * G + kp], up += part[(pc.cols + c) * G + kp];
-          v = gemm_silu(g) * up;
-          if (p.row_scale) v *= sh.scale[0];
+          v = gemm_silu(me.sum[c]) * me.sum[pc.cols + c];
+          if (p.row_scale) v *= me.scale[0];
         } else {
           v = 0.f;
-          for (int u = 0; u < U; ++u) {
-            if (sh.arow[u] == nullptr) continue;
-            float y = 0.f;
-            for (int kp = 0; kp < G; ++kp) y += part[(u * pc.cols + c) * G + kp];
-            v = fmaf(sh.scale[u], to_float(from_float<OutT>(y)), v);
-          }
+          for (int u = 0; u < U; ++u)
+            if (me.arow[u] != nullptr) v = fmaf(me.scale[u], to_float(from_float<OutT>(me.sum[u * pc.cols + c])), v);
         }
         static_cast<OutT*>(p.c)[(long long)pc.t * p.ldc + pc.n0 + c] = from_float<OutT>(v);
       }
@@ -209,7 +221,8 @@ __global__ void __launch_bounds__(kBulkThreads, 1) grouped_gemv_bulk_kernel(cons
     return;
   }
   grid_dependency_begin();
-  G::consume(L, sh, ring);
+  const int warp = threadIdx.x / 32;
+  if (warp < L.p.bulk_stages) G::consume(L, sh, ring, warp);
 }
 
 }  // namespace tc::moe
