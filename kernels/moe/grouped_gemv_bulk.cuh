@@ -49,24 +49,28 @@ struct GroupedGemvBulk {
   static constexpr int kMaxUnits = MODE == 0 ? 2 : 32;
 
   struct Piece {
-    int t;      // output row (MODE 0: the layout row); -1 ends the stream
-    int n0;     // first column
-    int cols;   // columns in this piece
+    int t;       // output row (MODE 0: the layout row); -1 ends the stream
+    int n0;      // first column
+    int cols;    // columns in this piece
+    int rowseq;  // the CTA's how-manieth output row: its A rows are in A buffer rowseq % 2
   };
-  // Per consumer warp: its current output row's units and its row sums.
-  struct Warp {
-    const T* arow[kMaxUnits];  // A rows, null = the unit adds nothing
+  // An output row's A rows in shared memory (MODE 0: the one x row; MODE 1:
+  // one h row per slot), which units add anything, and their scales.
+  struct ARows {
+    unsigned long long full;  // completes when the rows have landed
+    unsigned valid;           // bit u: unit u has an expert and an A row
     float scale[kMaxUnits];
-    float sum[kBulkMaxRows];   // the piece's row dot products
   };
   struct Shared {
     unsigned long long full[kBulkMaxStages], empty[kBulkMaxStages];
     Piece piece[kBulkMaxStages];
-    const T* w[kMaxUnits];  // the producer's current output row: weights, null = nothing to copy
-    Warp warp[kBulkMaxStages];
+    ARows arows[2];
+    const T* w[kMaxUnits];  // the producer's current output row: weights per unit, null = nothing to copy
+    float sum[kBulkMaxStages][kBulkMaxRows];  // per consumer warp: the piece's row dot products
   };
 
   static __device__ __forceinline__ int units(const GroupedGemmParams& p) { return MODE == 0 ? 2 : p.combine; }
+  static __device__ __forceinline__ int a_units(const GroupedGemmParams& p) { return MODE == 0 ? 1 : p.combine; }
   static __device__ __forceinline__ int out_rows(const GroupedGemmParams& p) {
     return MODE == 0 ? p.M : p.M / p.combine;
   }
@@ -84,45 +88,86 @@ struct GroupedGemvBulk {
     return gemm_expert_weights<T, TABLE>(L, MODE == 0 ? u : 0, e);
   }
 
-  // Waits until piece k's stage is free again (its use S pieces earlier
-  // was released).
-  static __device__ __forceinline__ int claim(Shared& sh, unsigned k, int S) {
-    const int s = k % S;
-    if (k >= unsigned(S)) mbar_wait(&sh.empty[s], (k / S - 1) & 1);
-    return s;
+  // Waits until the release of piece k's stage use, on that stage's empty
+  // barrier. Only while that use is the stage's latest claimed one.
+  static __device__ __forceinline__ void wait_released(Shared& sh, unsigned k, int S) {
+    mbar_wait(&sh.empty[k % S], (k / S) & 1);
   }
 
+  // One lane (warp 8's first). Streams the CTA's pieces into the ring and
+  // each output row's A rows into A buffer rowseq % 2 (reloaded once every
+  // piece of the row two back is released). The A rows may come from the
+  // previous kernel: their copies wait for it (`waited`); with a settled
+  // schedule the first weights go out before that wait, the first row's A
+  // rows after them (at the latest when a stage must be reused).
   static __device__ __forceinline__ void produce(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L, Shared& sh,
-                                                 T* ring) {
+                                                 T* smem, bool waited) {
     const GroupedGemmParams& p = L.p;
-    const int U = units(p), S = p.bulk_stages;
-    const long long stage_elems = (long long)p.bulk_cols * U * p.K;
+    const int U = units(p), AU = a_units(p), S = p.bulk_stages;
+    const long long a_elems = (long long)AU * p.K, stage_elems = (long long)p.bulk_cols * U * p.K;
+    T* ring = smem + 2 * a_elems;
+    const unsigned row_bytes = unsigned(p.K) * sizeof(T);
     int at, end;
     gemv_cta_range(out_rows(p) * p.N, at, end);
     const T** w = sh.w;  // (shared memory: a local array indexed at run time would take a stack frame)
-    int cur = -1;
-    bool any = false;
+    int cur = -1, rowseq = -1, pending = -1;  // pending: the row whose A copies are still to go out
+    bool live = false;
+    long long last_k0 = -1, last_k1 = -1;     // each A buffer's row's last piece (scalars: no stack frame)
     unsigned k = 0;
+    auto issue_a = [&]() {
+      if (!waited) grid_dependency_wait(), waited = true;
+      const int b = pending & 1, t = cur;
+      unsigned bytes = 0;
+      for (int u = 0; u < AU; ++u) bytes += sh.arows[b].valid >> u & 1u ? row_bytes : 0u;
+      mbar_arrive_expect_tx(&sh.arows[b].full, bytes);
+      for (int u = 0; u < AU; ++u)
+        if (sh.arows[b].valid >> u & 1u)
+          bulk_load(smem + b * a_elems + (long long)u * p.K,
+                    static_cast<const T*>(p.a) + (long long)gemv_a_row(p, layout_row(p, t, u)) * p.lda, row_bytes,
+                    &sh.arows[b].full);
+      pending = -1;
+    };
     for (; at < end;) {
       const int t = at / p.N, n0 = at % p.N, cols = min(min(p.bulk_cols, p.N - n0), end - at);
       at += cols;
       if (t != cur) {
-        cur = t, any = false;
-        for (int u = 0; u < U; ++u) any |= (w[u] = unit_weights(L, t, u)) != nullptr;
+        if (pending >= 0) issue_a();
+        cur = t;
+        unsigned valid = 0;
+        for (int u = 0; u < U; ++u) valid |= (w[u] = unit_weights(L, t, u)) != nullptr ? 1u << u : 0u;
+        if constexpr (MODE == 0) valid = valid == 3u ? 1u : 0u;  // one A row, both matrices
+        live = valid != 0;
+        if (MODE == 0 && !live) continue;  // no expert: the row is skipped (nothing stored)
+        const int b = ++rowseq & 1;
+        // A buffer b last held row rowseq - 2: every piece of it released?
+        // (Pieces up to k - 1 - S are, by the stage claims so far.)
+        const long long last = b ? last_k1 : last_k0;
+        if (last > (long long)k - 1 - S) wait_released(sh, unsigned(last), S);
+        sh.arows[b].valid = valid;
+        for (int u = 0; u < AU; ++u)
+          sh.arows[b].scale[u] = p.row_scale ? p.row_scale[layout_row(p, t, u)] : 1.f;
+        pending = rowseq;
+      } else if (MODE == 0 && !live) {
+        continue;
       }
-      if (MODE == 0 && !any) continue;  // no expert: the row is skipped (nothing stored)
-      const int s = claim(sh, k++, S);
-      sh.piece[s] = Piece{t, n0, cols};
-      const unsigned unit_bytes = unsigned(cols) * unsigned(p.K) * sizeof(T);
+      if (pending >= 0 && (waited || k >= unsigned(S))) issue_a();  // before a stage claim could wait on it
+      const int s = k % S;
+      if (k >= unsigned(S)) wait_released(sh, k - S, S);
+      sh.piece[s] = Piece{t, n0, cols, rowseq};
+      (rowseq & 1 ? last_k1 : last_k0) = k;
+      const unsigned unit_bytes = unsigned(cols) * row_bytes;
       unsigned bytes = 0;
       for (int u = 0; u < U; ++u) bytes += w[u] ? unit_bytes : 0u;
       mbar_arrive_expect_tx(&sh.full[s], bytes);
       T* stage = ring + s * stage_elems;
       for (int u = 0; u < U; ++u)
         if (w[u]) bulk_load(stage + (long long)u * cols * p.K, w[u] + (long long)n0 * p.ldb, unit_bytes, &sh.full[s]);
+      ++k;
     }
-    for (int i = 0; i < S; ++i) {  // every consumer warp's end
-      const int s = claim(sh, k++, S);
+    if (pending >= 0) issue_a();
+    for (int i = 0; i < S; ++i, ++k) {  // every consumer warp's end
+      const int s = k % S;
+      if (k >= unsigned(S)) wait_released(sh, k - S, S);
       sh.piece[s].t = -1;
       mbar_arrive(&sh.full[s]);
     }
@@ -130,46 +175,51 @@ struct GroupedGemvBulk {
 
   // Consumer warp `warp` (< p.bulk_stages): the pieces of stage `warp`.
   static __device__ __forceinline__ void consume(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L, Shared& sh,
-                                                 const T* ring, int warp) {
+                                                 const T* smem, int warp) {
     const GroupedGemmParams& p = L.p;
-    const int U = units(p), S = p.bulk_stages, chunks = p.K / 8, lane = threadIdx.x % 32;
-    const T* stage = ring + (long long)warp * p.bulk_cols * U * p.K;
-    Warp& me = sh.warp[warp];
-    int cur = -1;
+    const int U = units(p), AU = a_units(p), chunks = p.K / 8, lane = threadIdx.x % 32;
+    const long long a_elems = (long long)AU * p.K;
+    const T* stage = smem + 2 * a_elems + (long long)warp * p.bulk_cols * U * p.K;
+    float* sum = sh.sum[warp];
     for (unsigned use = 0;; ++use) {
       mbar_wait(&sh.full[warp], use & 1);
       const Piece pc = sh.piece[warp];
       if (pc.t < 0) break;
-      if (pc.t != cur) {
-        __syncwarp();  // the previous piece's epilogue has read the units
-        for (int u = lane; u < U; u += 32) {
-          const int row = layout_row(p, pc.t, u);
-          const bool ok = unit_weights(L, pc.t, u) != nullptr;
-          me.arow[u] = ok ? static_cast<const T*>(p.a) + (long long)gemv_a_row(p, row) * p.lda : nullptr;
-          me.scale[u] = p.row_scale ? p.row_scale[row] : 1.f;
-        }
-        __syncwarp();
-        cur = pc.t;
-      }
+      const int b = pc.rowseq & 1;
+      mbar_wait(&sh.arows[b].full, (pc.rowseq >> 1) & 1);
+      const ARows& ar = sh.arows[b];
+      const T* abuf = smem + b * a_elems;
       // Row r of the piece: unit r / cols, column r % cols; 4 rows at a time
-      // (independent sums, each split over even and odd chunks).
+      // (independent sums, each split over even and odd elements).
       const int R = U * pc.cols;
       for (int r0 = 0; r0 < R; r0 += 4) {
         float acc[4][2];
-        const T* a[4];
+        bool on[4];
+        const T* arow[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           acc[i][0] = acc[i][1] = 0.f;
-          a[i] = r0 + i < R ? me.arow[MODE == 0 ? 0 : (r0 + i) / pc.cols] : nullptr;
+          const int u = (r0 + i) / pc.cols;
+          on[i] = r0 + i < R && (MODE == 0 || (ar.valid >> u & 1u));
+          arow[i] = abuf + (MODE == 0 ? 0 : (long long)u * p.K);
         }
 #pragma unroll 2
         for (int q = lane; q < chunks; q += 32) {
+          float xf[8];
+          if constexpr (MODE == 0) {
+            const Vec<T, 8> xv = load_shared_if<T, 8>(abuf + 8 * q, true);
+#pragma unroll
+            for (int j = 0; j < 8; ++j) xf[j] = to_float(xv.v[j]);
+          }
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
-            if (a[i] == nullptr) continue;
+            if (!on[i]) continue;
             const Vec<T, 8> wv = load_shared_if<T, 8>(stage + (long long)(r0 + i) * p.K + 8 * q, true);
-            float xf[8];
-            gemv_load_a8<T>(a[i] + 8 * q, true, xf);
+            if constexpr (MODE == 1) {
+              const Vec<T, 8> xv = load_shared_if<T, 8>(arow[i] + 8 * q, true);
+#pragma unroll
+              for (int j = 0; j < 8; ++j) xf[j] = to_float(xv.v[j]);
+            }
 #pragma unroll
             for (int j = 0; j < 8; ++j) acc[i][j & 1] = fmaf(to_float(wv.v[j]), xf[j], acc[i][j & 1]);
           }
@@ -179,23 +229,27 @@ struct GroupedGemvBulk {
           float v = acc[i][0] + acc[i][1];
 #pragma unroll
           for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-          if (lane == 0 && r0 + i < R) me.sum[r0 + i] = a[i] != nullptr ? v : 0.f;
+          if (lane == 0 && r0 + i < R) sum[r0 + i] = on[i] ? v : 0.f;
         }
       }
-      __syncwarp();  // the stage is read, the sums written
-      if (lane == 0) mbar_arrive(&sh.empty[warp]);
+      __syncwarp();  // the sums are written
       for (int c = lane; c < pc.cols; c += 32) {
         float v;
         if constexpr (MODE == 0) {
-          v = gemm_silu(me.sum[c]) * me.sum[pc.cols + c];
-          if (p.row_scale) v *= me.scale[0];
+          v = gemm_silu(sum[c]) * sum[pc.cols + c];
+          if (p.row_scale) v *= ar.scale[0];
         } else {
           v = 0.f;
           for (int u = 0; u < U; ++u)
-            if (me.arow[u] != nullptr) v = fmaf(me.scale[u], to_float(from_float<OutT>(me.sum[u * pc.cols + c])), v);
+            if (ar.valid >> u & 1u) v = fmaf(ar.scale[u], to_float(from_float<OutT>(sum[u * pc.cols + c])), v);
         }
         static_cast<OutT*>(p.c)[(long long)pc.t * p.ldc + pc.n0 + c] = from_float<OutT>(v);
       }
+      // The stage, the sums and the row's A buffer and scales are read: the
+      // release lets the producer refill the stage, and (after the row's
+      // last piece) the A buffer.
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&sh.empty[warp]);
     }
   }
 };
@@ -203,26 +257,28 @@ struct GroupedGemvBulk {
 template <typename T, typename OutT, int MODE, int TABLE>
 __global__ void __launch_bounds__(kBulkThreads, 1) grouped_gemv_bulk_kernel(const GroupedGemmLaunch<TABLE ? TABLE : 1> L) {
   using G = GroupedGemvBulk<T, OutT, MODE, TABLE>;
-  extern __shared__ __align__(128) unsigned char ring_bytes[];
+  extern __shared__ __align__(128) unsigned char smem_bytes[];
   __shared__ typename G::Shared sh;
   if (threadIdx.x == 0) {
     for (int s = 0; s < L.p.bulk_stages; ++s) mbar_init(&sh.full[s], 1), mbar_init(&sh.empty[s], 1);
+    mbar_init(&sh.arows[0].full, 1), mbar_init(&sh.arows[1].full, 1);
     mbar_init_fence();
   }
   __syncthreads();
-  T* ring = reinterpret_cast<T*>(ring_bytes);
+  T* smem = reinterpret_cast<T*>(smem_bytes);
   if (threadIdx.x >= kBulkConsumers) {
     if (threadIdx.x != kBulkConsumers) return;
-    // The producer reads only the schedule: before the wait where it was
-    // settled before the previous kernel began.
-    if (MODE == 0 || L.p.prefetch == 0) grid_dependency_wait();
+    // The schedule and weights are ready before the wait where the schedule
+    // was settled before the previous kernel began (MODE 1, p.prefetch != 0).
+    const bool waited = MODE == 0 || L.p.prefetch == 0;
+    if (waited) grid_dependency_wait();
     grid_dependency_launch_dependents();
-    G::produce(L, sh, ring);
+    G::produce(L, sh, smem, waited);
     return;
   }
   grid_dependency_begin();
   const int warp = threadIdx.x / 32;
-  if (warp < L.p.bulk_stages) G::consume(L, sh, ring, warp);
+  if (warp < L.p.bulk_stages) G::consume(L, sh, smem, warp);
 }
 
 }  // namespace tc::moe

@@ -112,25 +112,29 @@ std::vector<const void*> bases(const ExpertWeights& w, int64_t N, int64_t K) {
   return out;
 }
 
-// The bulk decode kernels' ring (grouped_gemv_bulk.cuh): a piece is `cols`
-// output columns of U weight rows each (U = 2 gated, else combine), one
-// stage; stages of about 32 KB (one column when a column is more) in at most
-// kBulkRingBytes. fits: at least two stages.
-constexpr int64_t kBulkRingBytes = 200 * 1024;
-constexpr int kBulkThreads = 288;  // tc::moe::kBulkThreads
-constexpr int kBulkMaxRows = 64;   // tc::moe::kBulkMaxRows
+// The bulk decode kernels' shared memory (grouped_gemv_bulk.cuh): two
+// buffers of an output row's A rows (one x row gated, else one h row per
+// slot), then the ring. A piece is `cols` output columns of U weight rows
+// each (U = 2 gated, else combine), one stage; stages of about 32 KB (one
+// column when a column is more), as many as the rest holds (at most 8).
+// fits: at least two stages.
+constexpr int64_t kBulkSmemBytes = 216 * 1024;  // dynamic; the static part is ~3 KB
+constexpr int kBulkThreads = 288;               // tc::moe::kBulkThreads
+constexpr int kBulkMaxRows = 64;                // tc::moe::kBulkMaxRows
 struct BulkPlan {
   int cols = 0, stages = 0;
-  int64_t stage_bytes = 0;
+  int64_t stage_bytes = 0, a_bytes = 0;
   bool fits = false;
+  int64_t smem() const { return 2 * a_bytes + stages * stage_bytes; }
 };
 BulkPlan bulk_plan(const MoeGroupedGemmArgs& a) {
-  const int64_t U = a.w_up ? 2 : a.combine, K = a.a.shape[1], N = a.out.shape[1];
-  const int64_t unit = U * K * int64_t(dtype_size(a.a.dtype));
+  const int64_t U = a.w_up ? 2 : a.combine, AU = a.w_up ? 1 : a.combine, K = a.a.shape[1], N = a.out.shape[1];
+  const int64_t row = K * int64_t(dtype_size(a.a.dtype)), unit = U * row;
   BulkPlan b;
   b.cols = int(std::clamp<int64_t>(std::min<int64_t>((32 << 10) / std::max<int64_t>(unit, 1), N), 1, kBulkMaxRows / U));
   b.stage_bytes = b.cols * unit;
-  b.stages = int(std::min<int64_t>(8, kBulkRingBytes / b.stage_bytes));
+  b.a_bytes = AU * row;
+  b.stages = int(std::clamp<int64_t>((kBulkSmemBytes - 2 * b.a_bytes) / b.stage_bytes, 0, 8));
   b.fits = b.stages >= 2 && U <= 32;
   return b;
 }
@@ -801,8 +805,8 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
                         uint64_t(c.cluster == 2) << 61 | uint64_t(c.gemv == 1 && c.bulk == 1) << 62;
   const BulkPlan bulk = c.gemv == 1 && c.bulk == 1 ? bulk_plan(a) : BulkPlan{};
   // (A bulk kernel's ring depends on the shape: its limit is raised once to the most any takes.)
-  const int smem = bulk.fits ? int(bulk.stages * bulk.stage_bytes) : smem_bytes(c, dual);
-  const int smem_limit = bulk.fits ? int(kBulkRingBytes) : smem;
+  const int smem = bulk.fits ? int(bulk.smem()) : smem_bytes(c, dual);
+  const int smem_limit = bulk.fits ? int(kBulkSmemBytes) : smem;
   static jit::OpKernelCache kernels;
   const jit::Launchable& k = kernels.get(
       code, o.compile, a.a.device.index, [&] { return moe_grouped_gemm_kernel_spec(a, c); },
