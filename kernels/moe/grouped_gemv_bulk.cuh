@@ -142,7 +142,7 @@ struct GroupedGemvBulk {
         // A buffer b last held row rowseq - 2: every piece of it released?
         // (Pieces up to k - 1 - S are, by the stage claims so far.)
         const long long last = b ? last_k1 : last_k0;
-        if (last > (long long)k - 1 - S) wait_released(sh, unsigned(last), S);
+        if (last >= 0 && last > (long long)k - 1 - S) wait_released(sh, unsigned(last), S);
         sh.arows[b].valid = valid;
         for (int u = 0; u < AU; ++u)
           sh.arows[b].scale[u] = p.row_scale ? p.row_scale[layout_row(p, t, u)] : 1.f;
