@@ -270,6 +270,7 @@ TEST(GpuMoeGroupedGemm, PerRowSchedules) {
         o.config.block_n = bn;
         o.config.balance = balance;
         o.config.bulk = bulk;
+        if (bulk && ops::moe_grouped_gemm_config(g, {}, 9, 132).bulk != 1) continue;  // a column over half the ring
         HostTensor got = launch(g, dout, o);
         for (int64_t r = 0; r < T * S; ++r)
           if (ids.ptr<int32_t>()[r] < 0 || ids.ptr<int32_t>()[r] >= E)  // not written: take the golden's zeros
@@ -309,6 +310,7 @@ TEST(GpuMoeGroupedGemm, PerRowSchedules) {
             o.config.prefetch = mode == 2 ? 1 : 0;
             o.config.balance = balance;
             o.config.bulk = bulk;
+            if (bulk && ops::moe_grouped_gemm_config(g, {}, 9, 132).bulk != 1) continue;  // a column over half the ring
             HostTensor got = launch(g, dout, o);
             const std::string what = fmt::format("combine block_n {} out {} mode {} balance {} bulk {}", bn,
                                                  dtype_name(out_dt), mode, balance, bulk);

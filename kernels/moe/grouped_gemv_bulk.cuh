@@ -112,7 +112,8 @@ struct GroupedGemvBulk {
     const T** w = sh.w;  // (shared memory: a local array indexed at run time would take a stack frame)
     int cur = -1, rowseq = -1, pending = -1;  // pending: the row whose A copies are still to go out
     bool live = false;
-    long long last_k0 = -1, last_k1 = -1;     // each A buffer's row's last piece (scalars: no stack frame)
+    // Each A buffer's row's first and last piece (scalars: no stack frame).
+    long long first_k0 = -1, last_k0 = -1, first_k1 = -1, last_k1 = -1;
     unsigned k = 0;
     auto issue_a = [&]() {
       if (!waited) grid_dependency_wait(), waited = true;
@@ -139,10 +140,15 @@ struct GroupedGemvBulk {
         live = valid != 0;
         if (MODE == 0 && !live) continue;  // no expert: the row is skipped (nothing stored)
         const int b = ++rowseq & 1;
-        // A buffer b last held row rowseq - 2: every piece of it released?
-        // (Pieces up to k - 1 - S are, by the stage claims so far.)
-        const long long last = b ? last_k1 : last_k0;
-        if (last >= 0 && last > (long long)k - 1 - S) wait_released(sh, unsigned(last), S);
+        // A buffer b last held row rowseq - 2: wait until every piece of it
+        // is released. Pieces up to k - 1 - S are, by the stage claims so
+        // far; each later one is its stage's latest claim, so its release is
+        // the phase to wait for. (Warps finish out of order: the row's last
+        // piece released says nothing of its others.)
+        const long long first = b ? first_k1 : first_k0, last = b ? last_k1 : last_k0;
+        for (long long j = max(first, (long long)k - S); first >= 0 && j <= last; ++j)
+          wait_released(sh, unsigned(j), S);
+        (b ? first_k1 : first_k0) = k;
         sh.arows[b].valid = valid;
         for (int u = 0; u < AU; ++u)
           sh.arows[b].scale[u] = p.row_scale ? p.row_scale[layout_row(p, t, u)] : 1.f;
