@@ -13,25 +13,33 @@
 // register loads against 165.5 us through a 6 x 32 KB ring, and 25 MB 10.3
 // against 8.0 us (scripts/bw_bulk.cu).
 //
-// One CTA per SM: warp 8 (one lane) produces, warps 0 .. stages-1 consume,
-// warp w every piece that lands in stage w, so each stage's phases are
-// waited on in order by one warp and no barrier spans warps. The CTA takes
-// an even contiguous range of the flat output columns (rows x N), in pieces
-// of up to p.bulk_cols columns within one output row. A piece is U weight
-// rows per column (MODE 0: U = 2, gate and up of the row's expert; MODE 1:
-// U = S slots, one expert each), copied unit by unit (a unit's columns are
-// consecutive rows of one matrix, contiguous at ldb = K) into one stage,
-// laid out [unit][column][K]. The warp dots the piece's rows four at a time
-// (lane l takes 8-element chunks l, l + 32, ... of each, the A rows through
-// L1), sums each row with shuffles, releases the stage, and lanes c <
-// columns finish column c in a fixed order: deterministic. One warp per
-// piece keeps up to 8 pieces in flight per SM; a CTA-wide barrier per piece
-// (the first version) serialised them and ran at half the register kernels'
-// speed.
+// One CTA per SM: warp 16 (one lane) produces; warps 2s and 2s + 1 consume
+// every piece that lands in stage s (s < stages), so each stage's phases are
+// waited on in order by its own pair. The CTA takes an even contiguous range
+// of the flat output columns (rows x N), in pieces of up to p.bulk_cols
+// columns within one output row. A piece is U weight rows per column (MODE
+// 0: U = 2, gate and up of the row's expert; MODE 1: U = S slots, one
+// expert each), copied unit by unit (a unit's columns are consecutive rows
+// of one matrix, contiguous at ldb = K) into one stage, laid out
+// [unit][column][K]. Each output row's A rows (MODE 0: its x row; MODE 1:
+// one h row per slot) are bulk-copied once into one of two A buffers. The
+// pair splits the piece's rows in halves and dots them four at a time, lane
+// l taking 8-element chunks l, l + 32, ... (weights and A from shared
+// memory), sums each row with shuffles, meets on a named barrier, and lanes
+// c < columns of the even warp finish column c in a fixed order
+// (deterministic), then release the stage.
+//
+// Measured on the H200 (session 20), DeepSeek-V3 T = 1: a CTA barrier per
+// piece ran at half the register kernels' speed; one warp per stage with A
+// read from L2 per piece, and then from shared memory, still 20-70% slower,
+// the consumers the limit (6-7 warps per SM, 5.9 cycles per instruction).
+// Two warps per stage and branch-free row groups are the answer to that,
+// not yet measured.
 //
 // The producer reads the schedule only: in MODE 1 with a settled schedule
-// (p.prefetch != 0, see GroupedGemmParams) it starts before the grid wait,
-// so the down weights stream while the previous kernel (gate/up) drains.
+// (p.prefetch != 0, see GroupedGemmParams) its first weights go out before
+// the grid wait, so they stream while the previous kernel (gate/up) drains;
+// the A rows, written by that kernel, after it.
 #include "moe/grouped_gemv.cuh"
 #include "tile/grid_dependency.cuh"
 #include "tile/mbarrier.cuh"
@@ -39,7 +47,7 @@
 namespace tc::moe {
 
 constexpr int kBulkMaxStages = 8;
-constexpr int kBulkConsumers = 256;                 // warps 0-7 (those past the stage count idle)
+constexpr int kBulkConsumers = 512;                 // warps 0-15: two per stage (those past the stages idle)
 constexpr int kBulkThreads = kBulkConsumers + 32;   // + the producer warp
 constexpr int kBulkMaxRows = 64;                    // weight rows per piece (units x columns), the host keeps it
 
@@ -179,66 +187,89 @@ struct GroupedGemvBulk {
     }
   }
 
-  // Consumer warp `warp` (< p.bulk_stages): the pieces of stage `warp`.
+  // Dot products of NR consecutive piece rows (weights at w, w + K, ...)
+  // with their A rows (MODE 0: one x row for all), lane l taking chunks l,
+  // l + 32, ...: out[i] in every lane. No per-row branch inside the loop
+  // (the caller keeps whole groups and discards rows it does not want).
+  template <int NR>
+  static __device__ __forceinline__ void dot_rows(const T* w, const T* const (&a)[NR], int K, int lane,
+                                                  float (&out)[NR]) {
+    float acc[NR][2];
+#pragma unroll
+    for (int i = 0; i < NR; ++i) acc[i][0] = acc[i][1] = 0.f;
+#pragma unroll 2
+    for (int q = lane; q < K / 8; q += 32) {
+      float xf[8];
+      if constexpr (MODE == 0) {
+        const Vec<T, 8> xv = load_shared_if<T, 8>(a[0] + 8 * q, true);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) xf[j] = to_float(xv.v[j]);
+      }
+#pragma unroll
+      for (int i = 0; i < NR; ++i) {
+        const Vec<T, 8> wv = load_shared_if<T, 8>(w + (long long)i * K + 8 * q, true);
+        if constexpr (MODE == 1) {
+          const Vec<T, 8> xv = load_shared_if<T, 8>(a[i] + 8 * q, true);
+#pragma unroll
+          for (int j = 0; j < 8; ++j) xf[j] = to_float(xv.v[j]);
+        }
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i][j & 1] = fmaf(to_float(wv.v[j]), xf[j], acc[i][j & 1]);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < NR; ++i) {
+      out[i] = acc[i][0] + acc[i][1];
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) out[i] += __shfl_xor_sync(0xffffffffu, out[i], off);
+    }
+  }
+
+  // Rows [r0, r1) of a piece into sum[], NR at a time. Rows whose unit adds
+  // nothing (not copied: their shared memory holds stale bytes) are
+  // computed all the same and stored as 0.
+  template <int NR>
+  static __device__ __forceinline__ int dot_range(const GroupedGemmParams& p, const T* stage, const T* abuf,
+                                                  unsigned valid, int cols, int r, int r1, float* sum, int lane) {
+    for (; r + NR <= r1; r += NR) {
+      const T* a[NR];
+#pragma unroll
+      for (int i = 0; i < NR; ++i) a[i] = abuf + (MODE == 0 ? 0 : (long long)((r + i) / cols) * p.K);
+      float v[NR];
+      dot_rows<NR>(stage + (long long)r * p.K, a, p.K, lane, v);
+#pragma unroll
+      for (int i = 0; i < NR; ++i)
+        if (lane == 0) sum[r + i] = MODE == 0 || (valid >> ((r + i) / cols) & 1u) ? v[i] : 0.f;
+    }
+    return r;
+  }
+
+  // Consumer warp `warp` (< 2 p.bulk_stages): half warp % 2 of the rows of
+  // every piece of stage warp / 2. The pair meets on named barrier 1 + stage
+  // (64 threads) once per piece; then the even warp finishes the columns and
+  // releases the stage.
   static __device__ __forceinline__ void consume(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L, Shared& sh,
                                                  const T* smem, int warp) {
     const GroupedGemmParams& p = L.p;
-    const int U = units(p), AU = a_units(p), chunks = p.K / 8, lane = threadIdx.x % 32;
+    const int U = units(p), AU = a_units(p), lane = threadIdx.x % 32, st = warp / 2, half = warp % 2;
     const long long a_elems = (long long)AU * p.K;
-    const T* stage = smem + 2 * a_elems + (long long)warp * p.bulk_cols * U * p.K;
-    float* sum = sh.sum[warp];
+    const T* stage = smem + 2 * a_elems + (long long)st * p.bulk_cols * U * p.K;
+    float* sum = sh.sum[st];
     for (unsigned use = 0;; ++use) {
-      mbar_wait(&sh.full[warp], use & 1);
-      const Piece pc = sh.piece[warp];
+      mbar_wait(&sh.full[st], use & 1);
+      const Piece pc = sh.piece[st];
       if (pc.t < 0) break;
       const int b = pc.rowseq & 1;
       mbar_wait(&sh.arows[b].full, (pc.rowseq >> 1) & 1);
       const ARows& ar = sh.arows[b];
       const T* abuf = smem + b * a_elems;
-      // Row r of the piece: unit r / cols, column r % cols; 4 rows at a time
-      // (independent sums, each split over even and odd elements).
-      const int R = U * pc.cols;
-      for (int r0 = 0; r0 < R; r0 += 4) {
-        float acc[4][2];
-        bool on[4];
-        const T* arow[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          acc[i][0] = acc[i][1] = 0.f;
-          const int u = (r0 + i) / pc.cols;
-          on[i] = r0 + i < R && (MODE == 0 || (ar.valid >> u & 1u));
-          arow[i] = abuf + (MODE == 0 ? 0 : (long long)u * p.K);
-        }
-#pragma unroll 2
-        for (int q = lane; q < chunks; q += 32) {
-          float xf[8];
-          if constexpr (MODE == 0) {
-            const Vec<T, 8> xv = load_shared_if<T, 8>(abuf + 8 * q, true);
-#pragma unroll
-            for (int j = 0; j < 8; ++j) xf[j] = to_float(xv.v[j]);
-          }
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            if (!on[i]) continue;
-            const Vec<T, 8> wv = load_shared_if<T, 8>(stage + (long long)(r0 + i) * p.K + 8 * q, true);
-            if constexpr (MODE == 1) {
-              const Vec<T, 8> xv = load_shared_if<T, 8>(arow[i] + 8 * q, true);
-#pragma unroll
-              for (int j = 0; j < 8; ++j) xf[j] = to_float(xv.v[j]);
-            }
-#pragma unroll
-            for (int j = 0; j < 8; ++j) acc[i][j & 1] = fmaf(to_float(wv.v[j]), xf[j], acc[i][j & 1]);
-          }
-        }
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          float v = acc[i][0] + acc[i][1];
-#pragma unroll
-          for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-          if (lane == 0 && r0 + i < R) sum[r0 + i] = on[i] ? v : 0.f;
-        }
-      }
-      __syncwarp();  // the sums are written
+      // This warp's half of the piece's rows (unit r / cols, column r %
+      // cols): four at a time, then one at a time.
+      const int R = U * pc.cols, Rh = (R + 1) / 2, r1 = min(R, (half + 1) * Rh);
+      int r = dot_range<4>(p, stage, abuf, ar.valid, pc.cols, half * Rh, r1, sum, lane);
+      dot_range<1>(p, stage, abuf, ar.valid, pc.cols, r, r1, sum, lane);
+      asm volatile("bar.sync %0, 64;\n" ::"r"(1 + st) : "memory");  // both halves' sums are written
+      if (half != 0) continue;
       for (int c = lane; c < pc.cols; c += 32) {
         float v;
         if constexpr (MODE == 0) {
@@ -251,11 +282,12 @@ struct GroupedGemvBulk {
         }
         static_cast<OutT*>(p.c)[(long long)pc.t * p.ldc + pc.n0 + c] = from_float<OutT>(v);
       }
-      // The stage, the sums and the row's A buffer and scales are read: the
-      // release lets the producer refill the stage, and (after the row's
-      // last piece) the A buffer.
+      // The stage, the sums and the row's A buffer and scales are read (the
+      // odd warp passed the barrier after its last read): the release lets
+      // the producer refill the stage, and after the row's pieces the A
+      // buffer.
       __syncwarp();
-      if (lane == 0) mbar_arrive(&sh.empty[warp]);
+      if (lane == 0) mbar_arrive(&sh.empty[st]);
     }
   }
 };
@@ -284,7 +316,7 @@ __global__ void __launch_bounds__(kBulkThreads, 1) grouped_gemv_bulk_kernel(cons
   }
   grid_dependency_begin();
   const int warp = threadIdx.x / 32;
-  if (warp < L.p.bulk_stages) G::consume(L, sh, smem, warp);
+  if (warp < 2 * L.p.bulk_stages) G::consume(L, sh, smem, warp);
 }
 
 }  // namespace tc::moe

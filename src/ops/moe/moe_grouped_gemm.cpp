@@ -119,7 +119,7 @@ std::vector<const void*> bases(const ExpertWeights& w, int64_t N, int64_t K) {
 // column when a column is more), as many as the rest holds (at most 8).
 // fits: at least two stages.
 constexpr int64_t kBulkSmemBytes = 216 * 1024;  // dynamic; the static part is ~3 KB
-constexpr int kBulkThreads = 288;               // tc::moe::kBulkThreads
+constexpr int kBulkThreads = 544;               // tc::moe::kBulkThreads
 constexpr int kBulkMaxRows = 64;                // tc::moe::kBulkMaxRows
 struct BulkPlan {
   int cols = 0, stages = 0;
