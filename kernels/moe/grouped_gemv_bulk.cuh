@@ -50,6 +50,8 @@ constexpr int kBulkMaxStages = 8;
 constexpr int kBulkConsumers = 512;                 // warps 0-15: two per stage (those past the stages idle)
 constexpr int kBulkThreads = kBulkConsumers + 32;   // + the producer warp
 constexpr int kBulkMaxRows = 64;                    // weight rows per piece (units x columns), the host keeps it
+constexpr int kBulkDynamicSmem = 224 * 1024;        // the most the host gives (A buffers + ring)
+constexpr int kSm90SmemPerBlock = 227 * 1024;       // dynamic + static
 
 template <typename T, typename OutT, int MODE, int TABLE>
 struct GroupedGemvBulk {
@@ -76,6 +78,8 @@ struct GroupedGemvBulk {
     const T* w[kMaxUnits];  // the producer's current output row: weights per unit, null = nothing to copy
     float sum[kBulkMaxStages][kBulkMaxRows];  // per consumer warp: the piece's row dot products
   };
+
+  static_assert(sizeof(Shared) + kBulkDynamicSmem <= kSm90SmemPerBlock, "the ring and the static part fit one SM");
 
   static __device__ __forceinline__ int units(const GroupedGemmParams& p) { return MODE == 0 ? 2 : p.combine; }
   static __device__ __forceinline__ int a_units(const GroupedGemmParams& p) { return MODE == 0 ? 1 : p.combine; }
@@ -113,7 +117,7 @@ struct GroupedGemvBulk {
     const GroupedGemmParams& p = L.p;
     const int U = units(p), AU = a_units(p), S = p.bulk_stages;
     const long long a_elems = (long long)AU * p.K, stage_elems = (long long)p.bulk_cols * U * p.K;
-    T* ring = smem + 2 * a_elems;
+    T* ring = smem + p.bulk_abufs * a_elems;
     const unsigned row_bytes = unsigned(p.K) * sizeof(T);
     int at, end;
     gemv_cta_range(out_rows(p) * p.N, at, end);
@@ -253,7 +257,7 @@ struct GroupedGemvBulk {
     const GroupedGemmParams& p = L.p;
     const int U = units(p), AU = a_units(p), lane = threadIdx.x % 32, st = warp / 2, half = warp % 2;
     const long long a_elems = (long long)AU * p.K;
-    const T* stage = smem + 2 * a_elems + (long long)st * p.bulk_cols * U * p.K;
+    const T* stage = smem + p.bulk_abufs * a_elems + (long long)st * p.bulk_cols * U * p.K;
     float* sum = sh.sum[st];
     for (unsigned use = 0;; ++use) {
       mbar_wait(&sh.full[st], use & 1);

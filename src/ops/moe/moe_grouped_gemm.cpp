@@ -114,18 +114,21 @@ std::vector<const void*> bases(const ExpertWeights& w, int64_t N, int64_t K) {
 
 // The bulk decode kernels' shared memory (grouped_gemv_bulk.cuh): two
 // buffers of an output row's A rows (one x row gated, else one h row per
-// slot), then the ring. A piece is `cols` output columns of U weight rows
-// each (U = 2 gated, else combine), one stage; stages of about 32 KB (one
-// column when a column is more), as many as the rest holds (at most 8).
-// fits: at least two stages.
-constexpr int64_t kBulkSmemBytes = 216 * 1024;  // dynamic; the static part is ~3 KB
+// slot; one buffer where there is one output row), then the ring. A piece
+// is `cols` output columns of U weight rows each (U = 2 gated, else
+// combine), one stage; stages of about 32 KB (one column when a column is
+// more), as many as the rest holds (at most 8). fits: at least two stages.
+// The ring's depth is the bytes in flight per SM, which sets the speed
+// (H200, DeepSeek-V3 T = 1 down + combine: 4 stages of 32 KB ran at 2.7
+// TB/s where gate/up's 6 of 28 KB ran at 4.1).
+constexpr int64_t kBulkSmemBytes = 224 * 1024;  // tc::moe::kBulkDynamicSmem (the kernel checks the static part fits)
 constexpr int kBulkThreads = 544;               // tc::moe::kBulkThreads
 constexpr int kBulkMaxRows = 64;                // tc::moe::kBulkMaxRows
 struct BulkPlan {
-  int cols = 0, stages = 0;
+  int cols = 0, stages = 0, abufs = 2;
   int64_t stage_bytes = 0, a_bytes = 0;
   bool fits = false;
-  int64_t smem() const { return 2 * a_bytes + stages * stage_bytes; }
+  int64_t smem() const { return abufs * a_bytes + stages * stage_bytes; }
 };
 BulkPlan bulk_plan(const MoeGroupedGemmArgs& a) {
   const int64_t U = a.w_up ? 2 : a.combine, AU = a.w_up ? 1 : a.combine, K = a.a.shape[1], N = a.out.shape[1];
@@ -134,7 +137,8 @@ BulkPlan bulk_plan(const MoeGroupedGemmArgs& a) {
   b.cols = int(std::clamp<int64_t>(std::min<int64_t>((32 << 10) / std::max<int64_t>(unit, 1), N), 1, kBulkMaxRows / U));
   b.stage_bytes = b.cols * unit;
   b.a_bytes = AU * row;
-  b.stages = int(std::clamp<int64_t>((kBulkSmemBytes - 2 * b.a_bytes) / b.stage_bytes, 0, 8));
+  b.abufs = a.out.shape[0] > 1 ? 2 : 1;
+  b.stages = int(std::clamp<int64_t>((kBulkSmemBytes - b.abufs * b.a_bytes) / b.stage_bytes, 0, 8));
   b.fits = b.stages >= 2 && U <= 32;
   return b;
 }
@@ -859,7 +863,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
     grid_x = unsigned(std::clamp<int64_t>(pieces, 1, std::max(dev.sm_count, 1)));
     grid_y = 1;
     threads = kBulkThreads;
-    p.bulk_stages = bulk.stages, p.bulk_cols = bulk.cols;
+    p.bulk_stages = bulk.stages, p.bulk_cols = bulk.cols, p.bulk_abufs = bulk.abufs;
   } else if (c.gemv == 1 && (a.combine > 1 || c.block_m == 1)) {
     // Per-row schedules: the kernel splits the flat columns (rows x N) into
     // one even range per CTA. One CTA per item (output row or row tile x
