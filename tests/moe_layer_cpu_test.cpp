@@ -631,12 +631,13 @@ TEST(MoeGroupedGemmCpu, PerRowKernelsCompileWithoutSpills) {
       }
 }
 
-// The bulk decode kernels (weights through a shared-memory ring): chosen on
+// The bulk decode kernels (weights through a shared-memory ring): allowed on
 // sm_90 for the decode path's two per-row projections, never elsewhere
 // (bulk=1 there is an error naming why); both modes, fp16 and bf16, compile
 // without spills or stack. A column must fit half the ring: gate/up at K =
 // 7168 does (2 rows, 28 KB), the combine of 8 slots at K = 7168 (114 KB)
-// does not and keeps the register-load kernel.
+// does not and keeps the register-load kernel. Chosen by default only for
+// gate/up streaming at least 1 MB of weights per SM (BulkByDefault).
 TEST(MoeGroupedGemmCpu, BulkDecodeKernels) {
   const int64_t E = 8, N = 256, T = 2, S = 8;
   for (int64_t K : {int64_t(512), int64_t(7168)})
@@ -646,19 +647,17 @@ TEST(MoeGroupedGemmCpu, BulkDecodeKernels) {
         HostTensor a(dt, {combine ? T * S : T, K}), w(dt, {E, N, K}), out(dt, {combine ? T : T * S, N}),
             ids(DType::kI32, {T * S}), scale(DType::kF32, {T * S});
         const auto g = per_row_args(a.view(), w.view(), out.view(), ids.view(), S, combine, scale.view());
-        const auto c = ops::moe_grouped_gemm_config(g, {}, 9, 132);
+        EXPECT_EQ(ops::moe_grouped_gemm_config(g, {}, 9, 132).bulk, 0) << "under 1 MB of weights per SM";
+        ops::MoeGroupedGemmConfig on;
+        on.bulk = 1;
         if (combine && K == 7168) {
-          EXPECT_EQ(c.bulk, 0);
-          ops::MoeGroupedGemmConfig on;
-          on.bulk = 1;
           TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, on, 9, 132), ErrorKind::kInvalidArgument, "bulk",
                           "too large");
           continue;
         }
+        const auto c = ops::moe_grouped_gemm_config(g, on, 9, 132);
         EXPECT_EQ(c.bulk, 1);
         EXPECT_EQ(ops::moe_grouped_gemm_config(g, {}, 8, 132).bulk, 0) << "sm_80: register loads";
-        ops::MoeGroupedGemmConfig on;
-        on.bulk = 1;
         TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, on, 8, 132), ErrorKind::kInvalidArgument, "bulk", "sm_8x");
         const auto spec = ops::moe_grouped_gemm_kernel_spec(g, c);
         EXPECT_EQ(spec.function, "tc::moe::grouped_gemv_bulk_kernel");
@@ -674,6 +673,29 @@ TEST(MoeGroupedGemmCpu, BulkDecodeKernels) {
   const auto g = per_row_args(a.view(), w.view(), out.view(), ids.view(), S, false, scale.view());
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, bad, 9, 132), ErrorKind::kInvalidArgument, "bulk", "-1 (choose)",
                   "2");
+}
+
+// bulk = -1 on sm_90: gate/up takes the bulk kernel from 1 MB of weights
+// per SM (DeepSeek-V3 T = 1: 8 rows x 2048 x 2 x 7168 bf16 = 470 MB; one
+// expert suffices, the rows all name it), not below it (Qwen3-30B T = 1:
+// 8 x 768 x 2 x 2048 = 50 MB, 0.38 MB per SM), and never the combine.
+TEST(MoeGroupedGemmCpu, BulkByDefault) {
+  struct Case {
+    int64_t N, K;
+    bool combine;
+    int sm_count, want;
+  };
+  for (const Case& k : {Case{2048, 7168, false, 132, 1}, Case{768, 2048, false, 132, 0},
+                        Case{768, 2048, false, 16, 1}, Case{1536, 4096, false, 132, 1},
+                        Case{7168, 2048, true, 132, 0}, Case{2048, 7168, false, 8192, 0}}) {
+    SCOPED_TRACE(::testing::Message() << "N=" << k.N << " K=" << k.K << " combine=" << k.combine
+                                      << " SMs=" << k.sm_count);
+    const int64_t S = 8;
+    HostTensor a(DType::kBF16, {k.combine ? S : 1, k.K}), w(DType::kBF16, {1, k.N, k.K}),
+        out(DType::kBF16, {k.combine ? 1 : S, k.N}), ids(DType::kI32, {S}), scale(DType::kF32, {S});
+    const auto g = per_row_args(a.view(), w.view(), out.view(), ids.view(), S, k.combine, scale.view());
+    EXPECT_EQ(ops::moe_grouped_gemm_config(g, {}, 9, k.sm_count).bulk, k.want);
+  }
 }
 
 // Per-row schedules: only the decode kernel runs them; combine needs one,

@@ -33,8 +33,13 @@
 // piece ran at half the register kernels' speed; one warp per stage with A
 // read from L2 per piece, and then from shared memory, still 20-70% slower,
 // the consumers the limit (6-7 warps per SM, 5.9 cycles per instruction).
-// Two warps per stage and branch-free row groups are the answer to that,
-// not yet measured.
+// Two warps per stage and branch-free row groups (session 21): gate/up
+// 112-117 us against the register kernel's 118-121 at DeepSeek-V3 and
+// Mixtral T = 1 (ncu: 4.13 TB/s, 85.8% of DRAM peak), so the host picks it
+// for gate/up from 1 MB of weights per SM. The combine mode stays behind:
+// DeepSeek-V3 T = 1 85-87 us against 64 (57.7% of DRAM peak, consumers
+// waiting on full stages); neither 6 stages for 4 nor dealing pieces to
+// the CTAs in turn changed that.
 //
 // The producer reads the schedule only: in MODE 1 with a settled schedule
 // (p.prefetch != 0, see GroupedGemmParams) its first weights go out before

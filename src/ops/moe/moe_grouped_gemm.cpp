@@ -118,10 +118,11 @@ std::vector<const void*> bases(const ExpertWeights& w, int64_t N, int64_t K) {
 // is `cols` output columns of U weight rows each (U = 2 gated, else
 // combine), one stage; stages of about 32 KB (one column when a column is
 // more), as many as the rest holds (at most 8). fits: at least two stages.
-// The ring's depth is the bytes in flight per SM, which sets the speed
-// (H200, DeepSeek-V3 T = 1 down + combine: 4 stages of 32 KB ran at 2.7
-// TB/s where gate/up's 6 of 28 KB ran at 4.1).
-constexpr int64_t kBulkSmemBytes = 224 * 1024;  // tc::moe::kBulkDynamicSmem (the kernel checks the static part fits)
+// 216 KB leaves room on each SM for one CTA of the next kernel (the
+// register down projection), which launches early and prefetches its
+// weights while gate/up drains (H200, DeepSeek-V3 T = 1: with 224 KB the
+// down kernel after bulk gate/up took 66.3-66.8 us against 64.5).
+constexpr int64_t kBulkSmemBytes = 216 * 1024;  // at most tc::moe::kBulkDynamicSmem (the kernel checks the static part fits)
 constexpr int kBulkThreads = 544;               // tc::moe::kBulkThreads
 constexpr int kBulkMaxRows = 64;                // tc::moe::kBulkMaxRows
 struct BulkPlan {
@@ -141,6 +142,17 @@ BulkPlan bulk_plan(const MoeGroupedGemmArgs& a) {
   b.stages = int(std::clamp<int64_t>((kBulkSmemBytes - b.abufs * b.a_bytes) / b.stage_bytes, 0, 8));
   b.fits = b.stages >= 2 && U <= 32;
   return b;
+}
+
+// bulk = -1 (where bulk applies): the gated projection when it streams at
+// least 1 MB of weights per SM. Below that the ring's fill and the one CTA
+// per SM cost more than the register kernel's many narrow CTAs; the plain
+// projection with the combine measured slower at every size (the
+// MoeGroupedGemmConfig::bulk comment has the numbers).
+bool bulk_by_default(const MoeGroupedGemmArgs& a, int sm_count) {
+  if (!a.w_up) return false;
+  const int64_t bytes = layout_rows(a) * a.out.shape[1] * 2 * a.a.shape[1] * int64_t(dtype_size(a.a.dtype));
+  return bytes >= (int64_t(1) << 20) * std::max(sm_count, 1);
 }
 
 int64_t block_m_of(const MoeGroupedGemmArgs& a) {
@@ -537,7 +549,7 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                                                                       : std::string();
     TC_CHECK_ARG(over.bulk < 1 || why.empty(), kOp, "bulk",
                  "the decode path's per-row projections on sm_90 ([N, K] weights, a column's rows within 100 KB)", why);
-    c.bulk = over.bulk >= 0 ? over.bulk : why.empty() ? 1 : 0;
+    c.bulk = over.bulk >= 0 ? over.bulk : why.empty() && bulk_by_default(a, sm_count) ? 1 : 0;
     return c;
   }
   const bool sm90_ok = cc_major == 9 && (c.block_m == 128 || c.block_m == 64) && vector_ok(a);
