@@ -577,10 +577,14 @@ TEST(GpuFusedMoe, DecodePath) {
   for (const char* w : {"decode-t1-grouped", "decode-t2-dropped", "t1-k1"}) {
     EXPECT_EQ(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA, w, {}), 1) << w;
     EXPECT_EQ(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA, w, {{"decode", 0}}), 1) << w;
-    // Both projections through the bulk kernels (sm_90), which the default
-    // takes only for gate/up from 1 MB of weights per SM, past these shapes.
+    // The bulk kernels (sm_90), which the default takes only for gate/up
+    // from 1 MB of weights per SM, past these shapes: gate/up, and both
+    // projections where down has a per-row schedule (K > 1: not t1-k1).
     if (rt::device_info(0).cc_major >= 9) {
-      EXPECT_EQ(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA, w, {{"bulk", 1}}), 1) << w;
+      EXPECT_EQ(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA, w, {{"gate_up_bulk", 1}}), 1) << w;
+      if (std::string(w) != "t1-k1") {
+        EXPECT_EQ(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA, w, {{"bulk", 1}}), 1) << w;
+      }
     }
   }
   for (const char* w : {"deepseek-like-small", "qwen-like-skewed", "empty-experts-small"})
