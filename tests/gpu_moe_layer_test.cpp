@@ -188,16 +188,32 @@ TEST(GpuMoeGroupedGemm, GemvWithoutScheduleCoversEveryRow) {
 // dropped (-1) or naming an expert past E add nothing. Each under balance 2
 // (even column ranges, which here cross rows; these shapes are under one
 // wave, where balance 1 does nothing) and 0 (one CTA per item): bitwise the
-// same.
+// same. Then the bulk kernels (sm_90: weights through a shared-memory ring;
+// bulk=1): against the golden, and bitwise the same over two launches. The
+// larger shapes: more items than CTAs at once (N = 4104), and K = 7168
+// (one 28 KB gate/up column per stage).
 TEST(GpuMoeGroupedGemm, PerRowSchedules) {
   TC_REQUIRE_GPU();
+  const std::vector<int> bulks = rt::device_info(0).cc_major >= 9 ? std::vector<int>{0, 1} : std::vector<int>{0};
+  // Whether bulk=1 takes these arguments (a column within half the ring);
+  // the default picks it only from 1 MB of weights per SM, past these shapes.
+  const auto bulk_fits = [](const ops::MoeGroupedGemmArgs& g) {
+    ops::MoeGroupedGemmConfig on;
+    on.bulk = 1;
+    try {
+      return ops::moe_grouped_gemm_config(g, on, 9, 132).bulk == 1;
+    } catch (const Error&) {
+      return false;
+    }
+  };
   struct Dims {
     int64_t T, S, N, K, E;
     DType dt;
     bool per_expert;
   };
   for (const Dims& sh : {Dims{1, 8, 200, 72, 16, DType::kBF16, false}, Dims{3, 4, 136, 1032, 9, DType::kF16, true},
-                         Dims{2, 2, 64, 256, 3, DType::kBF16, false}}) {
+                         Dims{2, 2, 64, 256, 3, DType::kBF16, false}, Dims{2, 8, 4104, 64, 16, DType::kBF16, false},
+                         Dims{2, 4, 96, 7168, 8, DType::kF16, false}}) {
     const auto [T, S, N, K, E, dt, per_expert] = sh;
     SCOPED_TRACE(::testing::Message() << "T=" << T << " S=" << S << " N=" << N << " K=" << K << " E=" << E);
     HostTensor x(dt, {T, K}), w(dt, {E, N, K}), wu(dt, {E, N, K}), ids(DType::kI32, {T * S}),
@@ -241,8 +257,17 @@ TEST(GpuMoeGroupedGemm, PerRowSchedules) {
     // Gate/up: a_repeat = S; rows with no expert are not written (compared
     // only where the expert is live).
     HostTensor balanced;  // balance 2's result, for the bitwise check under 0
-    for (int bn : {32, 16})
-      for (int balance : {2, 0}) {
+    // The launch of `g` into `out` (poisoned first), as the device returns it.
+    auto launch = [&](ops::MoeGroupedGemmArgs g, DeviceTensor& out, const ops::MoeGroupedGemmOptions& o) {
+      out.fill_bytes(0xff);
+      g.out = out.view();
+      ops::moe_grouped_gemm(g, s.get(), o);
+      s.sync();
+      return out.to_host();
+    };
+    for (int bulk : bulks)
+    for (int bn : bulk ? std::vector<int>{32} : std::vector<int>{32, 16})
+      for (int balance : bulk ? std::vector<int>{2} : std::vector<int>{2, 0}) {
         HostTensor want(dt, {T * S, N});
         std::memset(want.data(), 0, want.nbytes());  // rows without an expert are not written
         ops::MoeGroupedGemmArgs g;
@@ -250,28 +275,38 @@ TEST(GpuMoeGroupedGemm, PerRowSchedules) {
         g.tile_expert = ids.view(), g.a_repeat = S;
         ops::moe_grouped_gemm_cpu(g);
         DeviceTensor dout(dt, {T * S, N});
-        dout.fill_bytes(0xff);
-        g.a = dx.view(), g.w = experts(w, dw, false), g.w_up = experts(wu, dwu, false), g.out = dout.view();
+        g.a = dx.view(), g.w = experts(w, dw, false), g.w_up = experts(wu, dwu, false);
         g.tile_expert = dids.view();
         ops::MoeGroupedGemmOptions o;
         o.config.block_n = bn;
         o.config.balance = balance;
-        ops::moe_grouped_gemm(g, s.get(), o);
-        s.sync();
-        HostTensor got = dout.to_host();
+        o.config.bulk = bulk;
+        if (bulk && !bulk_fits(g)) continue;
+        HostTensor got = launch(g, dout, o);
         for (int64_t r = 0; r < T * S; ++r)
           if (ids.ptr<int32_t>()[r] < 0 || ids.ptr<int32_t>()[r] >= E)  // not written: take the golden's zeros
             std::memcpy(got.ptr<uint16_t>() + r * N, want.ptr<uint16_t>() + r * N, size_t(N) * 2);
-        const std::string what = fmt::format("gate/up block_n {} balance {}", bn, balance);
+        const std::string what = fmt::format("gate/up block_n {} balance {} bulk {}", bn, balance, bulk);
         near(got, want, what);
-        if (balance == 2) balanced = std::move(got);
-        else EXPECT_EQ(std::memcmp(got.data(), balanced.data(), got.nbytes()), 0) << what;
+        if (bulk) {
+          HostTensor again = launch(g, dout, o);
+          for (int64_t r = 0; r < T * S; ++r) {
+            if (ids.ptr<int32_t>()[r] < 0 || ids.ptr<int32_t>()[r] >= E) continue;
+            EXPECT_EQ(std::memcmp(got.ptr<uint16_t>() + r * N, again.ptr<uint16_t>() + r * N, size_t(N) * 2), 0)
+                << what << ", row " << r << ": a second launch";
+          }
+        } else if (balance == 2) {
+          balanced = std::move(got);
+        } else {
+          EXPECT_EQ(std::memcmp(got.data(), balanced.data(), got.nbytes()), 0) << what;
+        }
       }
     // Down + combine: A = hs [T S, K], out [T, N].
+    for (int bulk : bulks)
     for (DType out_dt : {dt, DType::kF32})
-      for (int bn : {8, 16})
+      for (int bn : bulk ? std::vector<int>{16} : std::vector<int>{8, 16})
         for (int mode : {0, 1, 2})  // not settled; settled (slots read early); settled + L2 prefetch
-          for (int balance : {2, 0}) {
+          for (int balance : bulk ? std::vector<int>{2} : std::vector<int>{2, 0}) {
             const bool settled = mode > 0;
             HostTensor want(out_dt, {T, N});
             ops::MoeGroupedGemmArgs g;
@@ -279,21 +314,25 @@ TEST(GpuMoeGroupedGemm, PerRowSchedules) {
             g.tile_expert = ids.view(), g.row_scale = scale.view(), g.combine = S;
             ops::moe_grouped_gemm_cpu(g);
             DeviceTensor dout(out_dt, {T, N});
-            dout.fill_bytes(0xff);
-            g.a = dhs.view(), g.w = experts(w, dw, false), g.out = dout.view();
+            g.a = dhs.view(), g.w = experts(w, dw, false);
             g.tile_expert = dids.view(), g.row_scale = dscale.view(), g.schedule_settled = settled;
             ops::MoeGroupedGemmOptions o;
             o.config.block_n = bn;
             o.config.prefetch = mode == 2 ? 1 : 0;
             o.config.balance = balance;
-            ops::moe_grouped_gemm(g, s.get(), o);
-            s.sync();
-            HostTensor got = dout.to_host();
-            const std::string what =
-                fmt::format("combine block_n {} out {} mode {} balance {}", bn, dtype_name(out_dt), mode, balance);
+            o.config.bulk = bulk;
+            if (bulk && !bulk_fits(g)) continue;
+            HostTensor got = launch(g, dout, o);
+            const std::string what = fmt::format("combine block_n {} out {} mode {} balance {} bulk {}", bn,
+                                                 dtype_name(out_dt), mode, balance, bulk);
             near(got, want, what);
-            if (balance == 2) balanced = std::move(got);
-            else EXPECT_EQ(std::memcmp(got.data(), balanced.data(), got.nbytes()), 0) << what;
+            if (bulk) {
+              EXPECT_EQ(std::memcmp(got.data(), launch(g, dout, o).data(), got.nbytes()), 0) << what << ": again";
+            } else if (balance == 2) {
+              balanced = std::move(got);
+            } else {
+              EXPECT_EQ(std::memcmp(got.data(), balanced.data(), got.nbytes()), 0) << what;
+            }
           }
   }
 }
@@ -538,6 +577,15 @@ TEST(GpuFusedMoe, DecodePath) {
   for (const char* w : {"decode-t1-grouped", "decode-t2-dropped", "t1-k1"}) {
     EXPECT_EQ(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA, w, {}), 1) << w;
     EXPECT_EQ(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA, w, {{"decode", 0}}), 1) << w;
+    // The bulk kernels (sm_90), which the default takes only for gate/up
+    // from 1 MB of weights per SM, past these shapes: gate/up, and both
+    // projections where down has a per-row schedule (K > 1: not t1-k1).
+    if (rt::device_info(0).cc_major >= 9) {
+      EXPECT_EQ(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA, w, {{"gate_up_bulk", 1}}), 1) << w;
+      if (std::string(w) != "t1-k1") {
+        EXPECT_EQ(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA, w, {{"bulk", 1}}), 1) << w;
+      }
+    }
   }
   for (const char* w : {"deepseek-like-small", "qwen-like-skewed", "empty-experts-small"})
     EXPECT_EQ(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA, w, {{"decode", 1}}), 1) << w;

@@ -602,7 +602,8 @@ ops::MoeGroupedGemmArgs per_row_args(TensorView a, TensorView w, TensorView out,
 }  // namespace
 
 // Both decode-path kernels, every width, fp16 and bf16, sm_90a and sm_80:
-// no spills, no stack.
+// no spills, no stack. (bulk=0: the register-load kernels; the bulk ones
+// have a test of their own.)
 TEST(MoeGroupedGemmCpu, PerRowKernelsCompileWithoutSpills) {
   const int64_t E = 8, N = 256, K = 512, T = 2, S = 4;
   for (DType dt : {DType::kBF16, DType::kF16})
@@ -613,6 +614,7 @@ TEST(MoeGroupedGemmCpu, PerRowKernelsCompileWithoutSpills) {
         const auto g = per_row_args(a.view(), w.view(), out.view(), ids.view(), S, combine, scale.view());
         ops::MoeGroupedGemmConfig over;
         over.block_n = bn;
+        over.bulk = 0;
         const auto c = ops::moe_grouped_gemm_config(g, over, 9, 132);
         EXPECT_EQ(c.gemv, 1);
         EXPECT_EQ(c.block_m, 1);
@@ -627,6 +629,73 @@ TEST(MoeGroupedGemmCpu, PerRowKernelsCompileWithoutSpills) {
           EXPECT_LE(k->resources.registers, !combine && bn == 16 && std::string(arch) == "sm_90a" ? 80 : 128);
         }
       }
+}
+
+// The bulk decode kernels (weights through a shared-memory ring): allowed on
+// sm_90 for the decode path's two per-row projections, never elsewhere
+// (bulk=1 there is an error naming why); both modes, fp16 and bf16, compile
+// without spills or stack. A column must fit half the ring: gate/up at K =
+// 7168 does (2 rows, 28 KB), the combine of 8 slots at K = 7168 (114 KB)
+// does not and keeps the register-load kernel. Chosen by default only for
+// gate/up streaming at least 1 MB of weights per SM (BulkByDefault).
+TEST(MoeGroupedGemmCpu, BulkDecodeKernels) {
+  const int64_t E = 8, N = 256, T = 2, S = 8;
+  for (int64_t K : {int64_t(512), int64_t(7168)})
+    for (DType dt : {DType::kBF16, DType::kF16})
+      for (bool combine : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "K=" << K << " combine=" << combine << " " << dtype_name(dt));
+        HostTensor a(dt, {combine ? T * S : T, K}), w(dt, {E, N, K}), out(dt, {combine ? T : T * S, N}),
+            ids(DType::kI32, {T * S}), scale(DType::kF32, {T * S});
+        const auto g = per_row_args(a.view(), w.view(), out.view(), ids.view(), S, combine, scale.view());
+        EXPECT_EQ(ops::moe_grouped_gemm_config(g, {}, 9, 132).bulk, 0) << "under 1 MB of weights per SM";
+        ops::MoeGroupedGemmConfig on;
+        on.bulk = 1;
+        if (combine && K == 7168) {
+          TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, on, 9, 132), ErrorKind::kInvalidArgument, "bulk",
+                          "too large");
+          continue;
+        }
+        const auto c = ops::moe_grouped_gemm_config(g, on, 9, 132);
+        EXPECT_EQ(c.bulk, 1);
+        EXPECT_EQ(ops::moe_grouped_gemm_config(g, {}, 8, 132).bulk, 0) << "sm_80: register loads";
+        TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, on, 8, 132), ErrorKind::kInvalidArgument, "bulk", "sm_8x");
+        const auto spec = ops::moe_grouped_gemm_kernel_spec(g, c);
+        EXPECT_EQ(spec.function, "tc::moe::grouped_gemv_bulk_kernel");
+        if (K != 512) continue;
+        const auto k = jit::compile(spec, {}, "sm_90a");
+        EXPECT_EQ(k->resources.spill_store_bytes, 0);
+        EXPECT_EQ(k->resources.stack_frame_bytes, 0);
+      }
+  ops::MoeGroupedGemmConfig bad;
+  ops::set_config_key(bad, "bulk", 2, "moe_grouped_gemm", "--config");
+  HostTensor a(DType::kBF16, {2, 64}), w(DType::kBF16, {E, N, 64}), out(DType::kBF16, {2 * S, N}),
+      ids(DType::kI32, {2 * S}), scale(DType::kF32, {2 * S});
+  const auto g = per_row_args(a.view(), w.view(), out.view(), ids.view(), S, false, scale.view());
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, bad, 9, 132), ErrorKind::kInvalidArgument, "bulk", "-1 (choose)",
+                  "2");
+}
+
+// bulk = -1 on sm_90: gate/up takes the bulk kernel from 1 MB of weights
+// per SM (DeepSeek-V3 T = 1: 8 rows x 2048 x 2 x 7168 bf16 = 470 MB; one
+// expert suffices, the rows all name it), not below it (Qwen3-30B T = 1:
+// 8 x 768 x 2 x 2048 = 50 MB, 0.38 MB per SM), and never the combine.
+TEST(MoeGroupedGemmCpu, BulkByDefault) {
+  struct Case {
+    int64_t N, K;
+    bool combine;
+    int sm_count, want;
+  };
+  for (const Case& k : {Case{2048, 7168, false, 132, 1}, Case{768, 2048, false, 132, 0},
+                        Case{768, 2048, false, 16, 1}, Case{1536, 4096, false, 132, 1},
+                        Case{7168, 2048, true, 132, 0}, Case{2048, 7168, false, 8192, 0}}) {
+    SCOPED_TRACE(::testing::Message() << "N=" << k.N << " K=" << k.K << " combine=" << k.combine
+                                      << " SMs=" << k.sm_count);
+    const int64_t S = 8;
+    HostTensor a(DType::kBF16, {k.combine ? S : 1, k.K}), w(DType::kBF16, {1, k.N, k.K}),
+        out(DType::kBF16, {k.combine ? 1 : S, k.N}), ids(DType::kI32, {S}), scale(DType::kF32, {S});
+    const auto g = per_row_args(a.view(), w.view(), out.view(), ids.view(), S, k.combine, scale.view());
+    EXPECT_EQ(ops::moe_grouped_gemm_config(g, {}, 9, k.sm_count).bulk, k.want);
+  }
 }
 
 // Per-row schedules: only the decode kernel runs them; combine needs one,
@@ -941,9 +1010,17 @@ TEST(FusedMoeCpu, DecodePathChoiceAndKernels) {
   const auto specs = ops::fused_moe_kernel_specs(S.args(), S.L.params());
   ASSERT_EQ(specs.size(), 4u);
   EXPECT_EQ(specs[1].function, "tc::moe::topk_gate_kernel");
-  EXPECT_EQ(specs[2].function, "tc::moe::grouped_gemv_kernel");
-  EXPECT_EQ(specs[2].template_args[2], "1") << "per-row schedule";
-  EXPECT_EQ(specs[3].function, "tc::moe::grouped_gemv_combine_kernel");
+  EXPECT_EQ(specs[2].function, "tc::moe::grouped_gemv_bulk_kernel") << "sm_90: bulk copies";
+  EXPECT_EQ(specs[2].template_args[2], "0") << "gated mode";
+  EXPECT_EQ(specs[3].function, "tc::moe::grouped_gemv_bulk_kernel");
+  EXPECT_EQ(specs[3].template_args[2], "1") << "combine mode";
+  ops::FusedMoeOptions regs;
+  regs.gate_up.bulk = 0, regs.down.bulk = 0;
+  const auto reg_specs = ops::fused_moe_kernel_specs(S.args(), S.L.params(), regs);
+  ASSERT_EQ(reg_specs.size(), 4u);
+  EXPECT_EQ(reg_specs[2].function, "tc::moe::grouped_gemv_kernel");
+  EXPECT_EQ(reg_specs[2].template_args[2], "1") << "per-row schedule";
+  EXPECT_EQ(reg_specs[3].function, "tc::moe::grouped_gemv_combine_kernel");
   ops::FusedMoeOptions bm;
   bm.gate_up.block_m = 16;
   EXPECT_FALSE(ops::fused_moe_uses_decode(S.args(), S.L.params(), bm));

@@ -58,6 +58,10 @@ struct GroupedGemmParams {
   // weights load each weight box once and multicast it into both CTAs;
   // 0: each CTA loads its own boxes (the pair still runs in lockstep).
   int multicast;
+  // Bulk decode kernels (grouped_gemv_bulk.cuh) only: stages of the shared
+  // memory ring, output columns per piece (one stage), and A-row buffers
+  // (2; 1 where there is one output row, so every CTA's range is in it).
+  int bulk_stages, bulk_cols, bulk_abufs;
 };
 
 // Shared memory the warp-specialised kernel keeps for its consumers'

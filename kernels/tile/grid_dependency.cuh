@@ -14,11 +14,23 @@
 // under a plain launch both instructions return at once.
 namespace tc {
 
-__device__ __forceinline__ void grid_dependency_begin() {
+// The two halves apart: a kernel whose CTAs wait on each other (a grid
+// barrier) lets the next kernel in only after every one of its CTAs is
+// resident, or that kernel's CTAs could take the slots its last CTAs need.
+__device__ __forceinline__ void grid_dependency_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_dependency_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
+}
+
+__device__ __forceinline__ void grid_dependency_begin() {
+  grid_dependency_wait();
+  grid_dependency_launch_dependents();
 }
 
 }  // namespace tc

@@ -155,6 +155,19 @@ struct MoeGroupedGemmConfig {
   // 0 = one CTA per item of block_n columns, handed out by the hardware as
   // CTAs end; -1 = choose (1). Same bits either way. A launch parameter.
   int balance = -1;
+  // Decode kernels on per-row schedules (the layer's decode path: gated at
+  // block_m = 1, and the combine kernel), sm_90: 1 = weights streamed through
+  // a ring of shared-memory stages by bulk copies (one CTA per SM, a producer
+  // warp; grouped_gemv_bulk.cuh), 0 = register loads (grouped_gemv.cuh),
+  // -1 = choose: 1 for the gated projection where it applies ([N, K] weights
+  // whose piece of one output column fits a stage) and it streams at least
+  // 1 MB of weights per SM, else 0 (H200, T = 1: bulk gate/up 112-117 us
+  // against 118-121 at DeepSeek-V3 and Mixtral, 52-55 against 54-56 at
+  // Qwen3-235B, but 19.2-19.8 against 16.5-17.7 at Qwen3-30B's 0.38 MB per
+  // SM; the bulk down + combine was slower everywhere measured: 86.3-86.6
+  // against 64.1-64.6 at DeepSeek-V3). Same contract and rounding; the fp32
+  // sums run in another order.
+  int bulk = -1;
   std::string str() const;
 };
 
@@ -164,7 +177,7 @@ bool moe_grouped_gemm_uses_gemv(const MoeGroupedGemmArgs& a, const MoeGroupedGem
 
 // Sets the override named `key` (block_m, block_n, stages, warps_m, warps_n,
 // sm90, tma, persistent, k_splits, group_m, gemv, tma_store, half_skip,
-// prefetch, balance, cluster, multicast); an unknown key is an error naming
+// prefetch, balance, bulk, cluster, multicast); an unknown key is an error naming
 // `op` and `arg`.
 void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, const char* op, const char* arg);
 

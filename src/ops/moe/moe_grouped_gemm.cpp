@@ -112,6 +112,49 @@ std::vector<const void*> bases(const ExpertWeights& w, int64_t N, int64_t K) {
   return out;
 }
 
+// The bulk decode kernels' shared memory (grouped_gemv_bulk.cuh): two
+// buffers of an output row's A rows (one x row gated, else one h row per
+// slot; one buffer where there is one output row), then the ring. A piece
+// is `cols` output columns of U weight rows each (U = 2 gated, else
+// combine), one stage; stages of about 32 KB (one column when a column is
+// more), as many as the rest holds (at most 8). fits: at least two stages.
+// 216 KB leaves room on each SM for one CTA of the next kernel (the
+// register down projection), which launches early and prefetches its
+// weights while gate/up drains (H200, DeepSeek-V3 T = 1: with 224 KB the
+// down kernel after bulk gate/up took 66.3-66.8 us against 64.5).
+constexpr int64_t kBulkSmemBytes = 216 * 1024;  // at most tc::moe::kBulkDynamicSmem (the kernel checks the static part fits)
+constexpr int kBulkThreads = 544;               // tc::moe::kBulkThreads
+constexpr int kBulkMaxRows = 64;                // tc::moe::kBulkMaxRows
+struct BulkPlan {
+  int cols = 0, stages = 0, abufs = 2;
+  int64_t stage_bytes = 0, a_bytes = 0;
+  bool fits = false;
+  int64_t smem() const { return abufs * a_bytes + stages * stage_bytes; }
+};
+BulkPlan bulk_plan(const MoeGroupedGemmArgs& a) {
+  const int64_t U = a.w_up ? 2 : a.combine, AU = a.w_up ? 1 : a.combine, K = a.a.shape[1], N = a.out.shape[1];
+  const int64_t row = K * int64_t(dtype_size(a.a.dtype)), unit = U * row;
+  BulkPlan b;
+  b.cols = int(std::clamp<int64_t>(std::min<int64_t>((32 << 10) / std::max<int64_t>(unit, 1), N), 1, kBulkMaxRows / U));
+  b.stage_bytes = b.cols * unit;
+  b.a_bytes = AU * row;
+  b.abufs = a.out.shape[0] > 1 ? 2 : 1;
+  b.stages = int(std::clamp<int64_t>((kBulkSmemBytes - b.abufs * b.a_bytes) / b.stage_bytes, 0, 8));
+  b.fits = b.stages >= 2 && U <= 32;
+  return b;
+}
+
+// bulk = -1 (where bulk applies): the gated projection when it streams at
+// least 1 MB of weights per SM. Below that the ring's fill and the one CTA
+// per SM cost more than the register kernel's many narrow CTAs; the plain
+// projection with the combine measured slower at every size (the
+// MoeGroupedGemmConfig::bulk comment has the numbers).
+bool bulk_by_default(const MoeGroupedGemmArgs& a, int sm_count) {
+  if (!a.w_up) return false;
+  const int64_t bytes = layout_rows(a) * a.out.shape[1] * 2 * a.a.shape[1] * int64_t(dtype_size(a.a.dtype));
+  return bytes >= (int64_t(1) << 20) * std::max(sm_count, 1);
+}
+
 int64_t block_m_of(const MoeGroupedGemmArgs& a) {
   if (!a.tile_expert) return 0;
   const int64_t tiles = a.tile_expert->shape[0], M = layout_rows(a);
@@ -125,6 +168,7 @@ const char* weight_layout_name(WeightLayout l) { return l == WeightLayout::kNK ?
 std::string MoeGroupedGemmConfig::str() const {
   // group_m is a launch parameter, not shown; persistent (also one) is, as it
   // changes how the warp-specialised kernel runs.
+  if (gemv == 1 && bulk == 1) return fmt::format("gemv-bulk bm={} one CTA per SM, shared-memory ring", block_m);
   if (gemv == 1) return fmt::format("gemv bm={} cols={} rows/pass<=4", block_m, block_n);
   if (sm90 == 1) return fmt::format("wgmma bm={} bn={} bk={} stages={} warpgroups=2", block_m, block_n, kBK, stages);
   if (sm90 == 2)
@@ -152,12 +196,13 @@ void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, 
   else if (key == "half_skip") c.half_skip = value;
   else if (key == "prefetch") c.prefetch = value;
   else if (key == "balance") c.balance = value;
+  else if (key == "bulk") c.bulk = value;
   else if (key == "cluster") c.cluster = value;
   else if (key == "multicast") c.multicast = value;
   else
     throw_arg_error(ErrorKind::kInvalidArgument, op, arg,
                     "keys block_m, block_n, stages, warps_m, warps_n, sm90, tma, persistent, k_splits, group_m, gemv, "
-                    "tma_store, half_skip, prefetch, balance, cluster, multicast",
+                    "tma_store, half_skip, prefetch, balance, bulk, cluster, multicast",
                     "'" + key + "'");
 }
 
@@ -493,6 +538,18 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                              over.warps_m, over.warps_n, over.cluster));
     c.sm90 = 0, c.stages = 0, c.warps_m = 1, c.warps_n = 8;
     c.block_n = gemv_block_n(a, over, c.block_m, sm_count);
+    TC_CHECK_ARG(over.bulk >= -1 && over.bulk <= 1, kOp, "bulk",
+                 "0 (register loads), 1 (bulk copies through shared memory) or -1 (choose)", std::to_string(over.bulk));
+    const bool per_row = (c.block_m == 1 && dual && a.combine == 1) || a.combine > 1;
+    const std::string why = cc_major < 9                              ? fmt::format("sm_{}x", cc_major)
+                            : !per_row                                ? std::string("no per-row schedule")
+                            : a.w.layout != WeightLayout::kNK         ? std::string("[K, N] weights")
+                            : a.num_tiles || a.row_token              ? std::string("a device tile count or row_token")
+                            : !bulk_plan(a).fits                      ? std::string("a column too large for two stages")
+                                                                      : std::string();
+    TC_CHECK_ARG(over.bulk < 1 || why.empty(), kOp, "bulk",
+                 "the decode path's per-row projections on sm_90 ([N, K] weights, a column's rows within 100 KB)", why);
+    c.bulk = over.bulk >= 0 ? over.bulk : why.empty() && bulk_by_default(a, sm_count) ? 1 : 0;
     return c;
   }
   const bool sm90_ok = cc_major == 9 && (c.block_m == 128 || c.block_m == 64) && vector_ok(a);
@@ -626,6 +683,10 @@ jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const 
                                       table ? fmt::format(" ptr-table{}", table) : "");
   const std::string in = dtype_kernel_type(a.a.dtype), out = dtype_kernel_type(a.out.dtype);
   const std::string lay = layout == WeightLayout::kNK ? "0" : "1", gated = dual ? "true" : "false";
+  if (c.gemv == 1 && c.bulk == 1)
+    return {"moe/grouped_gemv_bulk.cuh", "tc::moe::grouped_gemv_bulk_kernel",
+            {in, out, a.combine > 1 ? "1" : "0", std::to_string(table)},
+            cfg + (a.combine > 1 ? fmt::format(" combine{}", a.combine) : std::string()), true};
   if (c.gemv == 1 && a.combine > 1)
     return {"moe/grouped_gemv.cuh", "tc::moe::grouped_gemv_combine_kernel",
             {in, out, std::to_string(c.block_n), std::to_string(table)}, cfg + fmt::format(" combine{}", a.combine),
@@ -757,13 +818,16 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
                         uint64_t(vec) << 41 | uint64_t(table) << 42 | uint64_t(c.sm90) << 53 |
                         uint64_t(std::max(c.tma, 0)) << 55 | uint64_t(c.k_splits > 1) << 57 |
                         uint64_t(c.gemv == 1) << 58 | uint64_t(c.tma_store == 1) << 59 | uint64_t(a.combine > 1) << 60 |
-                        uint64_t(c.cluster == 2) << 61;
-  const int smem = smem_bytes(c, dual);
+                        uint64_t(c.cluster == 2) << 61 | uint64_t(c.gemv == 1 && c.bulk == 1) << 62;
+  const BulkPlan bulk = c.gemv == 1 && c.bulk == 1 ? bulk_plan(a) : BulkPlan{};
+  // (A bulk kernel's ring depends on the shape: its limit is raised once to the most any takes.)
+  const int smem = bulk.fits ? int(bulk.smem()) : smem_bytes(c, dual);
+  const int smem_limit = bulk.fits ? int(kBulkSmemBytes) : smem;
   static jit::OpKernelCache kernels;
   const jit::Launchable& k = kernels.get(
       code, o.compile, a.a.device.index, [&] { return moe_grouped_gemm_kernel_spec(a, c); },
-      [smem](const jit::Launchable& l) {
-        TC_DRV(cuFuncSetAttribute, l.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem);
+      [smem_limit](const jit::Launchable& l) {
+        TC_DRV(cuFuncSetAttribute, l.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem_limit);
       });
   rt::ensure_context(a.a.device.index);
 
@@ -802,8 +866,17 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   TC_CHECK_ARG(uint64_t(grid_x) * grid_y <= uint64_t(INT_MAX), kOp, "out", "fewer than 2^31 output tiles",
                a.out.describe());
   p.tiles_total = int64_t(grid_x) * grid_y;
-  const unsigned threads = unsigned(32 * c.warps_m * c.warps_n);
-  if (c.gemv == 1 && (a.combine > 1 || c.block_m == 1)) {
+  unsigned threads = unsigned(32 * c.warps_m * c.warps_n);
+  if (bulk.fits) {
+    // One CTA per SM (each holds a ring), an even range of the flat columns each.
+    TC_CHECK_ARG(a.out.shape[0] * N <= int64_t(INT_MAX), kOp, "out",
+                 "fewer than 2^31 elements for the decode kernels (gemv=1) on a per-row schedule", a.out.describe());
+    const int64_t pieces = (a.out.shape[0] * N + bulk.cols - 1) / bulk.cols;
+    grid_x = unsigned(std::clamp<int64_t>(pieces, 1, std::max(dev.sm_count, 1)));
+    grid_y = 1;
+    threads = kBulkThreads;
+    p.bulk_stages = bulk.stages, p.bulk_cols = bulk.cols, p.bulk_abufs = bulk.abufs;
+  } else if (c.gemv == 1 && (a.combine > 1 || c.block_m == 1)) {
     // Per-row schedules: the kernel splits the flat columns (rows x N) into
     // one even range per CTA. One CTA per item (output row or row tile x
     // block_n columns), or, with balance and more items than fit the GPU at
