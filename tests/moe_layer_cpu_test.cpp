@@ -1007,20 +1007,22 @@ TEST(FusedMoeCpu, DecodePathChoiceAndKernels) {
     EXPECT_TRUE(ops::fused_moe_uses_decode(S.args(), S.L.params(), on)) << T;
   }
   const StandInLayer S(1);
-  const auto specs = ops::fused_moe_kernel_specs(S.args(), S.L.params());
+  // The register-load kernels by default (far under the bulk kernels' 1 MB
+  // of weights per SM), the bulk ones on request (sm_90).
+  const auto reg_specs = ops::fused_moe_kernel_specs(S.args(), S.L.params());
+  ASSERT_EQ(reg_specs.size(), 4u);
+  EXPECT_EQ(reg_specs[1].function, "tc::moe::topk_gate_kernel");
+  EXPECT_EQ(reg_specs[2].function, "tc::moe::grouped_gemv_kernel");
+  EXPECT_EQ(reg_specs[2].template_args[2], "1") << "per-row schedule";
+  EXPECT_EQ(reg_specs[3].function, "tc::moe::grouped_gemv_combine_kernel");
+  ops::FusedMoeOptions bulk;
+  bulk.gate_up.bulk = 1, bulk.down.bulk = 1;
+  const auto specs = ops::fused_moe_kernel_specs(S.args(), S.L.params(), bulk);
   ASSERT_EQ(specs.size(), 4u);
-  EXPECT_EQ(specs[1].function, "tc::moe::topk_gate_kernel");
   EXPECT_EQ(specs[2].function, "tc::moe::grouped_gemv_bulk_kernel") << "sm_90: bulk copies";
   EXPECT_EQ(specs[2].template_args[2], "0") << "gated mode";
   EXPECT_EQ(specs[3].function, "tc::moe::grouped_gemv_bulk_kernel");
   EXPECT_EQ(specs[3].template_args[2], "1") << "combine mode";
-  ops::FusedMoeOptions regs;
-  regs.gate_up.bulk = 0, regs.down.bulk = 0;
-  const auto reg_specs = ops::fused_moe_kernel_specs(S.args(), S.L.params(), regs);
-  ASSERT_EQ(reg_specs.size(), 4u);
-  EXPECT_EQ(reg_specs[2].function, "tc::moe::grouped_gemv_kernel");
-  EXPECT_EQ(reg_specs[2].template_args[2], "1") << "per-row schedule";
-  EXPECT_EQ(reg_specs[3].function, "tc::moe::grouped_gemv_combine_kernel");
   ops::FusedMoeOptions bm;
   bm.gate_up.block_m = 16;
   EXPECT_FALSE(ops::fused_moe_uses_decode(S.args(), S.L.params(), bm));
