@@ -67,9 +67,12 @@ __device__ __forceinline__ void bulk(void* dst, const void* src, unsigned bytes,
 // Ring of STAGES stages of `stage` bytes; warp 8 lane 0 produces, warps 0-7
 // consume (xor the stage, then release it). Pieces of `stage` bytes: a static
 // contiguous range per CTA (counter == null) or handed out by a counter.
+// split > 1: the buffer is `split` equal matrices, and piece p is `split`
+// copies of stage / split bytes, one from each at offset p * stage / split
+// (the combine decode kernel's pattern: one 4 KB row of each of 8 experts).
 template <int STAGES>
 __global__ void __launch_bounds__(288, 1) bulk_kernel(const char* src, size_t bytes, unsigned stage,
-                                                      unsigned* counter, unsigned* sink) {
+                                                      unsigned* counter, unsigned* sink, unsigned split = 1) {
   extern __shared__ __align__(128) unsigned char ring[];
   __shared__ unsigned long long full[STAGES], empty[STAGES];
   __shared__ long long piece_of[STAGES];
@@ -96,7 +99,13 @@ __global__ void __launch_bounds__(288, 1) bulk_kernel(const char* src, size_t by
       const size_t off = next * stage;
       const unsigned n = unsigned(bytes - off < stage ? bytes - off : stage);
       mbar_expect(&full[s], n);
-      bulk(ring + size_t(s) * stage, src + off, n, &full[s]);
+      if (split == 1) {
+        bulk(ring + size_t(s) * stage, src + off, n, &full[s]);
+      } else {  // (sizes here are whole pieces: n == stage)
+        const unsigned part = n / split;
+        for (unsigned u = 0; u < split; ++u)
+          bulk(ring + size_t(s) * stage + u * part, src + u * (bytes / split) + next * part, part, &full[s]);
+      }
       next = counter ? atomicAdd(counter, 1u) : next + 1;
     }
   }
@@ -143,7 +152,7 @@ int main() {
                      },
                      launch);
   };
-  for (size_t mb : {25, 50, 75, 235, 470, 705}) {
+  for (size_t mb : {25, 75, 235, 705}) {
     const size_t bytes = mb << 20, n = bytes / 16;
     std::printf("%zu MB cold:\n", mb);
     auto report = [&](const char* name, float t) {
@@ -164,6 +173,12 @@ int main() {
       report(name, time_us([&] { bulk_kernel<kStages><<<sms, 288, smem>>>(buf, bytes, stage, nullptr, sink); }));
       std::snprintf(name, sizeof name, "bulk ring 6 x %u KB, counter", stage / 1024);
       report(name, time_us([&] { bulk_kernel<kStages><<<sms, 288, smem>>>(buf, bytes, stage, counter, sink); }));
+      for (unsigned split : {2u, 8u}) {
+        std::snprintf(name, sizeof name, "bulk ring 6 x %u KB, static, %u copies", stage / 1024, split);
+        report(name, time_us([&] {
+                 bulk_kernel<kStages><<<sms, 288, smem>>>(buf, bytes, stage, nullptr, sink, split);
+               }));
+      }
     }
   }
   return 0;
