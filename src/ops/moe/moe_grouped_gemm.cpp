@@ -120,8 +120,8 @@ std::vector<const void*> bases(const ExpertWeights& w, int64_t N, int64_t K) {
 // more), as many as the rest holds (at most 8). fits: at least two stages.
 // 216 KB leaves room on each SM for one CTA of the next kernel (the
 // register down projection), which launches early and prefetches its
-// weights while gate/up drains (H200, DeepSeek-V3 T = 1: with 224 KB the
-// down kernel after bulk gate/up took 66.3-66.8 us against 64.5).
+// weights while gate/up drains. (Measured on the H200 with 224 KB as well:
+// the 216 KB runs were no slower; docs/perf, session 21.)
 constexpr int64_t kBulkSmemBytes = 216 * 1024;  // at most tc::moe::kBulkDynamicSmem (the kernel checks the static part fits)
 constexpr int kBulkThreads = 544;               // tc::moe::kBulkThreads
 constexpr int kBulkMaxRows = 64;                // tc::moe::kBulkMaxRows
