@@ -38,8 +38,10 @@
 // Mixtral T = 1 (ncu: 4.13 TB/s, 85.8% of DRAM peak), so the host picks it
 // for gate/up from 1 MB of weights per SM. The combine mode stays behind:
 // DeepSeek-V3 T = 1 85-87 us against 64 (57.7% of DRAM peak, consumers
-// waiting on full stages); neither 6 stages for 4 nor dealing pieces to
-// the CTAs in turn changed that.
+// waiting on full stages); neither 6 stages for 4, nor dealing pieces to
+// the CTAs in turn, nor four consumer warps per stage changed that. With
+// the dot products removed it still took 72 us: a copy takes ~7 us to land
+// under this load, so the stages free for copies set the rate.
 //
 // The producer reads the schedule only: in MODE 1 with a settled schedule
 // (p.prefetch != 0, see GroupedGemmParams) its first weights go out before
