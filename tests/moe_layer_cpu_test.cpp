@@ -678,7 +678,8 @@ TEST(MoeGroupedGemmCpu, BulkDecodeKernels) {
 // bulk = -1 on sm_90: gate/up takes the bulk kernel from 1 MB of weights
 // per SM (DeepSeek-V3 T = 1: 8 rows x 2048 x 2 x 7168 bf16 = 470 MB; one
 // expert suffices, the rows all name it), not below it (Qwen3-30B T = 1:
-// 8 x 768 x 2 x 2048 = 50 MB, 0.38 MB per SM), and never the combine.
+// 8 x 768 x 2 x 2048 = 50 MB, 0.38 MB per SM), and never the combine. No
+// GPU (0 SMs, a compile-only run): as on 132 SMs.
 TEST(MoeGroupedGemmCpu, BulkByDefault) {
   struct Case {
     int64_t N, K;
@@ -687,7 +688,8 @@ TEST(MoeGroupedGemmCpu, BulkByDefault) {
   };
   for (const Case& k : {Case{2048, 7168, false, 132, 1}, Case{768, 2048, false, 132, 0},
                         Case{768, 2048, false, 16, 1}, Case{1536, 4096, false, 132, 1},
-                        Case{7168, 2048, true, 132, 0}, Case{2048, 7168, false, 8192, 0}}) {
+                        Case{7168, 2048, true, 132, 0}, Case{2048, 7168, false, 8192, 0},
+                        Case{2048, 7168, false, 0, 1}, Case{768, 2048, false, 0, 0}}) {
     SCOPED_TRACE(::testing::Message() << "N=" << k.N << " K=" << k.K << " combine=" << k.combine
                                       << " SMs=" << k.sm_count);
     const int64_t S = 8;

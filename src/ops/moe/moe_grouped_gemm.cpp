@@ -152,7 +152,9 @@ BulkPlan bulk_plan(const MoeGroupedGemmArgs& a) {
 bool bulk_by_default(const MoeGroupedGemmArgs& a, int sm_count) {
   if (!a.w_up) return false;
   const int64_t bytes = layout_rows(a) * a.out.shape[1] * 2 * a.a.shape[1] * int64_t(dtype_size(a.a.dtype));
-  return bytes >= (int64_t(1) << 20) * std::max(sm_count, 1);
+  // (sm_count 0: no GPU, a compile-only run for sm_90a; take the H100 and
+  // H200's 132 SMs, so it compiles what those would run.)
+  return bytes >= (int64_t(1) << 20) * (sm_count > 0 ? sm_count : 132);
 }
 
 int64_t block_m_of(const MoeGroupedGemmArgs& a) {
