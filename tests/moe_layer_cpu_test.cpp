@@ -1025,6 +1025,13 @@ TEST(FusedMoeCpu, DecodePathChoiceAndKernels) {
   EXPECT_EQ(specs[2].template_args[2], "0") << "gated mode";
   EXPECT_EQ(specs[3].function, "tc::moe::grouped_gemv_bulk_kernel");
   EXPECT_EQ(specs[3].template_args[2], "1") << "combine mode";
+  // A projection's bad key names the projection and its config prefix.
+  ops::FusedMoeOptions bad_down, bad_gate_up;
+  bad_down.down.bulk = 2, bad_gate_up.gate_up.bulk = 2;
+  TC_EXPECT_ERROR(ops::fused_moe_kernel_specs(S.args(), S.L.params(), bad_down), ErrorKind::kInvalidArgument,
+                  "fused_moe: the down projection", "down_KEY", "'bulk'", "got 2");
+  TC_EXPECT_ERROR(ops::fused_moe_kernel_specs(S.args(), S.L.params(), bad_gate_up), ErrorKind::kInvalidArgument,
+                  "fused_moe: the gate/up projection", "gate_up_KEY", "'bulk'", "got 2");
   ops::FusedMoeOptions bm;
   bm.gate_up.block_m = 16;
   EXPECT_FALSE(ops::fused_moe_uses_decode(S.args(), S.L.params(), bm));

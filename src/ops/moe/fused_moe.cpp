@@ -311,6 +311,21 @@ bool fused_moe_uses_decode(const FusedMoeArgs& a, const FusedMoeParams& p, const
 }
 
 namespace {
+// Runs f, one projection's config or launch: an argument error from the
+// grouped GEMM gains the projection and its config prefix, so the layer's
+// user knows which key to change (e.g. bulk=1 where down has no per-row
+// schedule is down_bulk's business).
+template <typename F>
+auto in_projection(bool gate_up, F&& f) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kInvalidArgument) throw;
+    throw Error(e.kind(), fmt::format("{}: the {} projection (config keys {}KEY or KEY): {}", kOp,
+                                      gate_up ? "gate/up" : "down", gate_up ? "gate_up_" : "down_", e.what()));
+  }
+}
+
 // The layer's tile height on a GPU of compute capability cc_major.
 int layer_block_m(const FusedMoeArgs& a, const FusedMoeParams& p, const FusedMoeOptions& o, int cc_major) {
   if (o.gate_up.block_m) return o.gate_up.block_m;
@@ -348,20 +363,23 @@ std::vector<jit::KernelSpec> fused_moe_kernel_specs(const FusedMoeArgs& a, const
     specs.push_back(moe_grouped_gemm_kernel_spec(args, c));
     if (c.k_splits > 1) specs.push_back(moe_grouped_gemm_split_reduce_spec(args, c));
   };
+  auto add_projection = [&](bool gate_up, const MoeGroupedGemmArgs& args, const MoeGroupedGemmConfig& over) {
+    in_projection(gate_up, [&] { add_gemm(args, over); });
+  };
   add_gemm(router_args(a, b), {});
   MoeTopkGateArgs g{b.logits, a.bias, b.ids, b.weights};
   if (decode_path(a, d, o)) {
     if (!p.given_routing) specs.push_back(moe_topk_gate_kernel_spec(g, p.gate));
-    add_gemm(decode_gate_up_args(a, b, d), o.gate_up);
-    add_gemm(decode_down_args(a, b, d), o.down);
+    add_projection(true, decode_gate_up_args(a, b, d), o.gate_up);
+    add_projection(false, decode_down_args(a, b, d), o.down);
     return specs;
   }
   if (!p.given_routing && fused_gate_mapping(o, d, sms)) specs.push_back(moe_topk_gate_mapping_kernel_spec(g, p.gate));
   specs.push_back(moe_topk_gate_kernel_spec(g, p.gate));  // stage timings run the two alone
   if (moe_fused_mapping_blocks(d.T * d.K, o.mapping_blocks, sms) == 1) specs.push_back(moe_fused_mapping_kernel_spec());
   else for (auto& s : moe_fused_mapping_block_kernel_specs()) specs.push_back(s);
-  add_gemm(gate_up_args(a, b), o.gate_up);
-  add_gemm(down_args(a, b, o.down), o.down);
+  add_projection(true, gate_up_args(a, b), o.gate_up);
+  add_projection(false, down_args(a, b, o.down), o.down);
   MoeReduceFusedArgs rf;
   rf.x = b.y;
   rf.token_topk_to_pos = b.slot_pos;
@@ -400,9 +418,11 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
   if (decode_path(a, d, o)) {  // gate, gate/up, down + combine
     if (route && runs(o, FusedMoeStage::kGate)) moe_topk_gate(gate_args, p.gate, stream, o.compile);
     go.config = o.gate_up;
-    if (runs(o, FusedMoeStage::kGateUp)) moe_grouped_gemm(decode_gate_up_args(a, b, d), stream, go);
+    if (runs(o, FusedMoeStage::kGateUp))
+      in_projection(true, [&] { moe_grouped_gemm(decode_gate_up_args(a, b, d), stream, go); });
     go.config = o.down;
-    if (runs(o, FusedMoeStage::kDown)) moe_grouped_gemm(decode_down_args(a, b, d), stream, go);
+    if (runs(o, FusedMoeStage::kDown))
+      in_projection(false, [&] { moe_grouped_gemm(decode_down_args(a, b, d), stream, go); });
     return;
   }
   const MoeFusedMappingArgs mapping{b.ids, b.counts, b.offsets, b.slot_pos, b.pos_to_token, b.tile_expert, b.num_tiles};
@@ -416,11 +436,11 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
   }
   if (runs(o, FusedMoeStage::kGateUp)) {
     go.config = o.gate_up;
-    moe_grouped_gemm(gate_up_args(a, b), stream, go);
+    in_projection(true, [&] { moe_grouped_gemm(gate_up_args(a, b), stream, go); });
   }
   if (runs(o, FusedMoeStage::kDown)) {
     go.config = o.down;
-    moe_grouped_gemm(down_args(a, b, o.down), stream, go);
+    in_projection(false, [&] { moe_grouped_gemm(down_args(a, b, o.down), stream, go); });
   }
   if (runs(o, FusedMoeStage::kCombine)) {
     MoeReduceFusedArgs rf;
