@@ -196,7 +196,7 @@ TEST(GpuMoeGroupedGemm, PerRowSchedules) {
   TC_REQUIRE_GPU();
   const std::vector<int> bulks = rt::device_info(0).cc_major >= 9 ? std::vector<int>{0, 1} : std::vector<int>{0};
   // Whether bulk=1 takes these arguments (a column within half the ring);
-  // the default picks it only from 1 MB of weights per SM, past these shapes.
+  // the default picks it only from 2 MB of weights per SM, past these shapes.
   const auto bulk_fits = [](const ops::MoeGroupedGemmArgs& g) {
     ops::MoeGroupedGemmConfig on;
     on.bulk = 1;
@@ -578,7 +578,7 @@ TEST(GpuFusedMoe, DecodePath) {
     EXPECT_EQ(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA, w, {}), 1) << w;
     EXPECT_EQ(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA, w, {{"decode", 0}}), 1) << w;
     // The bulk kernels (sm_90), which the default takes only for gate/up
-    // from 1 MB of weights per SM, past these shapes: gate/up, and both
+    // from 2 MB of weights per SM, past these shapes: gate/up, and both
     // projections where down has a per-row schedule (K > 1: not t1-k1).
     if (rt::device_info(0).cc_major >= 9) {
       EXPECT_EQ(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA, w, {{"gate_up_bulk", 1}}), 1) << w;

@@ -637,7 +637,7 @@ TEST(MoeGroupedGemmCpu, PerRowKernelsCompileWithoutSpills) {
 // without spills or stack. A column must fit half the ring: gate/up at K =
 // 7168 does (2 rows, 28 KB), the combine of 8 slots at K = 7168 (114 KB)
 // does not and keeps the register-load kernel. Chosen by default only for
-// gate/up streaming at least 1 MB of weights per SM (BulkByDefault).
+// gate/up streaming at least 2 MB of weights per SM (BulkByDefault).
 TEST(MoeGroupedGemmCpu, BulkDecodeKernels) {
   const int64_t E = 8, N = 256, T = 2, S = 8;
   for (int64_t K : {int64_t(512), int64_t(7168)})
@@ -647,7 +647,7 @@ TEST(MoeGroupedGemmCpu, BulkDecodeKernels) {
         HostTensor a(dt, {combine ? T * S : T, K}), w(dt, {E, N, K}), out(dt, {combine ? T : T * S, N}),
             ids(DType::kI32, {T * S}), scale(DType::kF32, {T * S});
         const auto g = per_row_args(a.view(), w.view(), out.view(), ids.view(), S, combine, scale.view());
-        EXPECT_EQ(ops::moe_grouped_gemm_config(g, {}, 9, 132).bulk, 0) << "under 1 MB of weights per SM";
+        EXPECT_EQ(ops::moe_grouped_gemm_config(g, {}, 9, 132).bulk, 0) << "under 2 MB of weights per SM";
         ops::MoeGroupedGemmConfig on;
         on.bulk = 1;
         if (combine && K == 7168) {
@@ -675,11 +675,12 @@ TEST(MoeGroupedGemmCpu, BulkDecodeKernels) {
                   "2");
 }
 
-// bulk = -1 on sm_90: gate/up takes the bulk kernel from 1 MB of weights
-// per SM (DeepSeek-V3 T = 1: 8 rows x 2048 x 2 x 7168 bf16 = 470 MB; one
-// expert suffices, the rows all name it), not below it (Qwen3-30B T = 1:
-// 8 x 768 x 2 x 2048 = 50 MB, 0.38 MB per SM), and never the combine. No
-// GPU (0 SMs, a compile-only run): as on 132 SMs.
+// bulk = -1 on sm_90: gate/up takes the bulk kernel from 2 MB of weights
+// per SM (DeepSeek-V3 T = 1: 8 rows x 2048 x 2 x 7168 bf16 = 470 MB, 3.5 MB
+// per SM; one expert suffices, the rows all name it), not below it
+// (Qwen3-235B T = 1: 8 x 1536 x 2 x 4096 = 201 MB, 1.5 MB per SM; Qwen3-30B:
+// 50 MB), and never the combine. No GPU (0 SMs, a compile-only run): as on
+// 132 SMs.
 TEST(MoeGroupedGemmCpu, BulkByDefault) {
   struct Case {
     int64_t N, K;
@@ -687,7 +688,8 @@ TEST(MoeGroupedGemmCpu, BulkByDefault) {
     int sm_count, want;
   };
   for (const Case& k : {Case{2048, 7168, false, 132, 1}, Case{768, 2048, false, 132, 0},
-                        Case{768, 2048, false, 16, 1}, Case{1536, 4096, false, 132, 1},
+                        Case{768, 2048, false, 16, 1}, Case{1536, 4096, false, 132, 0},
+                        Case{1536, 4096, false, 64, 1},
                         Case{7168, 2048, true, 132, 0}, Case{2048, 7168, false, 8192, 0},
                         Case{2048, 7168, false, 0, 1}, Case{768, 2048, false, 0, 0}}) {
     SCOPED_TRACE(::testing::Message() << "N=" << k.N << " K=" << k.K << " combine=" << k.combine
@@ -1009,7 +1011,7 @@ TEST(FusedMoeCpu, DecodePathChoiceAndKernels) {
     EXPECT_TRUE(ops::fused_moe_uses_decode(S.args(), S.L.params(), on)) << T;
   }
   const StandInLayer S(1);
-  // The register-load kernels by default (far under the bulk kernels' 1 MB
+  // The register-load kernels by default (far under the bulk kernels' 2 MB
   // of weights per SM), the bulk ones on request (sm_90).
   const auto reg_specs = ops::fused_moe_kernel_specs(S.args(), S.L.params());
   ASSERT_EQ(reg_specs.size(), 4u);

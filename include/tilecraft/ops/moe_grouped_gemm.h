@@ -161,11 +161,12 @@ struct MoeGroupedGemmConfig {
   // warp; grouped_gemv_bulk.cuh), 0 = register loads (grouped_gemv.cuh),
   // -1 = choose: 1 for the gated projection where it applies ([N, K] weights
   // whose piece of one output column fits a stage) and it streams at least
-  // 1 MB of weights per SM, else 0 (H200, T = 1: bulk gate/up 112-117 us
-  // against 118-121 at DeepSeek-V3 and Mixtral, 52-55 against 54-56 at
-  // Qwen3-235B, but 19.2-19.8 against 16.5-17.7 at Qwen3-30B's 0.38 MB per
-  // SM; the bulk down + combine was slower everywhere measured: 86.3-86.6
-  // against 64.1-64.6 at DeepSeek-V3). Same contract and rounding; the fp32
+  // 2 MB of weights per SM, else 0 (H200, T = 1: bulk gate/up 112-117 us
+  // against 118-121 at DeepSeek-V3 and Mixtral, 3.5 MB per SM; 52-55
+  // against 54-56 at Qwen3-235B's 1.5 MB, where the layer was no faster;
+  // 19.2-19.8 against 16.5-17.7 at Qwen3-30B's 0.38 MB; the bulk down +
+  // combine was slower everywhere measured: 86.3-86.6 against 64.1-64.6 at
+  // DeepSeek-V3). Same contract and rounding; the fp32
   // sums run in another order.
   int bulk = -1;
   std::string str() const;

@@ -145,16 +145,18 @@ BulkPlan bulk_plan(const MoeGroupedGemmArgs& a) {
 }
 
 // bulk = -1 (where bulk applies): the gated projection when it streams at
-// least 1 MB of weights per SM. Below that the ring's fill and the one CTA
-// per SM cost more than the register kernel's many narrow CTAs; the plain
-// projection with the combine measured slower at every size (the
-// MoeGroupedGemmConfig::bulk comment has the numbers).
+// least 2 MB of weights per SM. Well below that the ring's fill and the one
+// CTA per SM cost more than the register kernel's many narrow CTAs (0.38 MB);
+// at 1.5 MB it tied in the experts scope and lost ~1.5 us in the layer, as
+// the register down kernel after it was slower; the plain projection with
+// the combine measured slower at every size (the MoeGroupedGemmConfig::bulk
+// comment has the numbers).
 bool bulk_by_default(const MoeGroupedGemmArgs& a, int sm_count) {
   if (!a.w_up) return false;
   const int64_t bytes = layout_rows(a) * a.out.shape[1] * 2 * a.a.shape[1] * int64_t(dtype_size(a.a.dtype));
   // (sm_count 0: no GPU, a compile-only run for sm_90a; take the H100 and
   // H200's 132 SMs, so it compiles what those would run.)
-  return bytes >= (int64_t(1) << 20) * (sm_count > 0 ? sm_count : 132);
+  return bytes >= (int64_t(2) << 20) * (sm_count > 0 ? sm_count : 132);
 }
 
 int64_t block_m_of(const MoeGroupedGemmArgs& a) {
