@@ -212,15 +212,15 @@ struct GroupedGemvBulk {
     for (int q = lane; q < K / 8; q += 32) {
       float xf[8];
       if constexpr (MODE == 0) {
-        const Vec<T, 8> xv = load_shared_if<T, 8>(a[0] + 8 * q, true);
+        const Vec<T, 8> xv = load_shared<T, 8>(a[0] + 8 * q);
 #pragma unroll
         for (int j = 0; j < 8; ++j) xf[j] = to_float(xv.v[j]);
       }
 #pragma unroll
       for (int i = 0; i < NR; ++i) {
-        const Vec<T, 8> wv = load_shared_if<T, 8>(w + (long long)i * K + 8 * q, true);
+        const Vec<T, 8> wv = load_shared<T, 8>(w + (long long)i * K + 8 * q);
         if constexpr (MODE == 1) {
-          const Vec<T, 8> xv = load_shared_if<T, 8>(a[i] + 8 * q, true);
+          const Vec<T, 8> xv = load_shared<T, 8>(a[i] + 8 * q);
 #pragma unroll
           for (int j = 0; j < 8; ++j) xf[j] = to_float(xv.v[j]);
         }

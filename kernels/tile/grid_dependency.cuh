@@ -14,9 +14,9 @@
 // under a plain launch both instructions return at once.
 namespace tc {
 
-// The two halves apart: a kernel whose CTAs wait on each other (a grid
-// barrier) lets the next kernel in only after every one of its CTAs is
-// resident, or that kernel's CTAs could take the slots its last CTAs need.
+// The two halves apart, for a kernel with work that needs nothing from the
+// previous one: the bulk decode GEMV's producer issues its first weight
+// copies before the wait when the schedule was settled earlier.
 __device__ __forceinline__ void grid_dependency_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");

@@ -94,17 +94,14 @@ __device__ __forceinline__ Vec<T, N> load_stream_if(const T* p, bool pred) {
   return out;
 }
 
-// 16 bytes from shared memory at generic address p (16-byte aligned), or
-// zeros when !pred (nothing read then).
+// 16 bytes from shared memory at generic address p (16-byte aligned).
 template <typename T, int N>
-__device__ __forceinline__ Vec<T, N> load_shared_if(const T* p, bool pred) {
+__device__ __forceinline__ Vec<T, N> load_shared(const T* p) {
   static_assert(sizeof(T) * N == 16, "one 16-byte access");
   Vec<T, N> out;
-  uint4 r = make_uint4(0, 0, 0, 0);
-  if (pred) {
-    const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "r"(a));
-  }
+  uint4 r;
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "r"(a));
   *reinterpret_cast<uint4*>(&out) = r;
   return out;
 }
