@@ -410,19 +410,23 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
   }
   const Buffers b = carve(a, d, bm, base, &bytes);
 
-  MoeGroupedGemmOptions go;
-  go.compile = o.compile;
+  auto options = [&](const MoeGroupedGemmConfig& config) {
+    MoeGroupedGemmOptions go;
+    go.compile = o.compile;
+    go.config = config;
+    return go;
+  };
+  // One projection with its config overrides; its argument errors name it.
+  auto project = [&](bool gate_up, const MoeGroupedGemmArgs& args) {
+    in_projection(gate_up, [&] { moe_grouped_gemm(args, stream, options(gate_up ? o.gate_up : o.down)); });
+  };
   const bool route = !p.given_routing;
-  if (route && runs(o, FusedMoeStage::kRouter)) moe_grouped_gemm(router_args(a, b), stream, go);
+  if (route && runs(o, FusedMoeStage::kRouter)) moe_grouped_gemm(router_args(a, b), stream, options({}));
   const MoeTopkGateArgs gate_args{b.logits, a.bias, b.ids, b.weights};
   if (decode_path(a, d, o)) {  // gate, gate/up, down + combine
     if (route && runs(o, FusedMoeStage::kGate)) moe_topk_gate(gate_args, p.gate, stream, o.compile);
-    go.config = o.gate_up;
-    if (runs(o, FusedMoeStage::kGateUp))
-      in_projection(true, [&] { moe_grouped_gemm(decode_gate_up_args(a, b, d), stream, go); });
-    go.config = o.down;
-    if (runs(o, FusedMoeStage::kDown))
-      in_projection(false, [&] { moe_grouped_gemm(decode_down_args(a, b, d), stream, go); });
+    if (runs(o, FusedMoeStage::kGateUp)) project(true, decode_gate_up_args(a, b, d));
+    if (runs(o, FusedMoeStage::kDown)) project(false, decode_down_args(a, b, d));
     return;
   }
   const MoeFusedMappingArgs mapping{b.ids, b.counts, b.offsets, b.slot_pos, b.pos_to_token, b.tile_expert, b.num_tiles};
@@ -434,14 +438,8 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
     if (gate) moe_topk_gate(gate_args, p.gate, stream, o.compile);
     if (map) moe_fused_mapping(mapping, mp, stream, o.compile);
   }
-  if (runs(o, FusedMoeStage::kGateUp)) {
-    go.config = o.gate_up;
-    in_projection(true, [&] { moe_grouped_gemm(gate_up_args(a, b), stream, go); });
-  }
-  if (runs(o, FusedMoeStage::kDown)) {
-    go.config = o.down;
-    in_projection(false, [&] { moe_grouped_gemm(down_args(a, b, o.down), stream, go); });
-  }
+  if (runs(o, FusedMoeStage::kGateUp)) project(true, gate_up_args(a, b));
+  if (runs(o, FusedMoeStage::kDown)) project(false, down_args(a, b, o.down));
   if (runs(o, FusedMoeStage::kCombine)) {
     MoeReduceFusedArgs rf;
     rf.x = b.y;

@@ -552,7 +552,10 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                             : !bulk_plan(a).fits                      ? std::string("a column too large for two stages")
                                                                       : std::string();
     TC_CHECK_ARG(over.bulk < 1 || why.empty(), kOp, "bulk",
-                 "the decode path's per-row projections on sm_90 ([N, K] weights, a column's rows within 100 KB)", why);
+                 fmt::format("the decode path's per-row projections on sm_90 ([N, K] weights; two stages of one "
+                             "column's rows and the A rows within {} KB)",
+                             kBulkSmemBytes / 1024),
+                 why);
     c.bulk = over.bulk >= 0 ? over.bulk : why.empty() && bulk_by_default(a, sm_count) ? 1 : 0;
     return c;
   }
@@ -871,24 +874,23 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
                a.out.describe());
   p.tiles_total = int64_t(grid_x) * grid_y;
   unsigned threads = unsigned(32 * c.warps_m * c.warps_n);
+  const bool per_row = c.gemv == 1 && (a.combine > 1 || c.block_m == 1);
+  TC_CHECK_ARG(!per_row || a.out.shape[0] * N <= int64_t(INT_MAX), kOp, "out",
+               "fewer than 2^31 elements for the decode kernels (gemv=1) on a per-row schedule", a.out.describe());
   if (bulk.fits) {
     // One CTA per SM (each holds a ring), an even range of the flat columns each.
-    TC_CHECK_ARG(a.out.shape[0] * N <= int64_t(INT_MAX), kOp, "out",
-                 "fewer than 2^31 elements for the decode kernels (gemv=1) on a per-row schedule", a.out.describe());
     const int64_t pieces = (a.out.shape[0] * N + bulk.cols - 1) / bulk.cols;
     grid_x = unsigned(std::clamp<int64_t>(pieces, 1, std::max(dev.sm_count, 1)));
     grid_y = 1;
     threads = kBulkThreads;
     p.bulk_stages = bulk.stages, p.bulk_cols = bulk.cols, p.bulk_abufs = bulk.abufs;
-  } else if (c.gemv == 1 && (a.combine > 1 || c.block_m == 1)) {
+  } else if (per_row) {
     // Per-row schedules: the kernel splits the flat columns (rows x N) into
     // one even range per CTA. One CTA per item (output row or row tile x
     // block_n columns), or, with balance and more items than fit the GPU at
     // once, one per resident CTA. (Within one wave every CTA holds one item
     // already; H200, Qwen3-30B T = 1 gate/up, 384 items: the resident CTAs
     // over the same columns took 22 us against 17.)
-    TC_CHECK_ARG(a.out.shape[0] * N <= int64_t(INT_MAX), kOp, "out",
-                 "fewer than 2^31 elements for the decode kernels (gemv=1) on a per-row schedule", a.out.describe());
     const int64_t rows = a.combine > 1 ? a.out.shape[0] : std::min<int64_t>(M, live_tiles_bound(a, c) / grid_y);
     const int64_t items = rows * grid_y;
     const int64_t resident = int64_t(jit::max_active_blocks(k, threads, 0)) * std::max(dev.sm_count, 1);
