@@ -128,6 +128,13 @@ TEST(JitCompile, ArchNamesAreChecked) {
   for (const char* ok : {"sm_90a", "sm_80", "compute_90", "sm_100f", "sm_120a"}) EXPECT_NO_THROW(check_arch(ok)) << ok;
   for (const char* bad : {"", "sm_9", "sm_1000", "sm_90b", "sm90", "compute_", "sm_90aa", "gfx90a"})
     EXPECT_THROW(check_arch(bad), Error) << bad;
+  // The compute capability whose kernels `compile --arch` lists.
+  EXPECT_EQ(arch_cc_major("sm_90a"), 9);
+  EXPECT_EQ(arch_cc_major("sm_80"), 8);
+  EXPECT_EQ(arch_cc_major("compute_90"), 9);
+  EXPECT_EQ(arch_cc_major("sm_100f"), 10);
+  EXPECT_EQ(arch_cc_major("sm_120a"), 12);
+  EXPECT_THROW(arch_cc_major("sm_9"), Error);
 }
 
 TEST(JitCompile, NvrtcBuildsCubinAndReportsResourcesWithoutGpu) {

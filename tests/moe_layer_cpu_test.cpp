@@ -948,6 +948,9 @@ TEST(FusedMoeCpu, KernelsForSm90a) {
   EXPECT_EQ(specs[3].function, "tc::moe::mapping_scatter_kernel");
   EXPECT_NE(specs[4].config.find("wgmma"), std::string::npos) << specs[4].config;
   EXPECT_NE(specs[4].config.find("silu*up"), std::string::npos) << specs[4].config;
+  // For an sm_80 target: mma.sync tiles, no wgmma anywhere.
+  for (const jit::KernelSpec& spec : ops::fused_moe_kernel_specs(a, L.params(), {}, 8))
+    EXPECT_EQ(spec.config.find("wgmma"), std::string::npos) << spec.config;
   // On one block: router GEMM, gate + mapping (the layer's launch), gate and
   // mapping alone (stage timings), gate/up, down, combine.
   ops::FusedMoeOptions one;
@@ -1055,6 +1058,14 @@ TEST(FusedMoeCpu, DecodePathChoiceAndKernels) {
   EXPECT_EQ(specs[2].template_args[2], "0") << "gated mode";
   EXPECT_EQ(specs[3].function, "tc::moe::grouped_gemv_bulk_kernel");
   EXPECT_EQ(specs[3].template_args[2], "1") << "combine mode";
+  // For an sm_80 target (compile --arch sm_80) the kernels an sm_80 GPU
+  // runs: the register-load ones, and bulk=1 is the same error as there.
+  const auto sm80 = ops::fused_moe_kernel_specs(S.args(), S.L.params(), {}, 8);
+  ASSERT_EQ(sm80.size(), 4u);
+  EXPECT_EQ(sm80[2].function, "tc::moe::grouped_gemv_kernel");
+  EXPECT_EQ(sm80[3].function, "tc::moe::grouped_gemv_combine_kernel");
+  TC_EXPECT_ERROR(ops::fused_moe_kernel_specs(S.args(), S.L.params(), bulk, 8), ErrorKind::kInvalidArgument,
+                  "'bulk'", "sm_8x");
   // A projection's bad key names the projection and its config prefix.
   ops::FusedMoeOptions bad_down, bad_gate_up;
   bad_down.down.bulk = 2, bad_gate_up.gate_up.bulk = 2;

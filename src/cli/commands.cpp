@@ -88,7 +88,8 @@ std::string shape_summary(const nlohmann::json& r) {
 
 // Compiles the kernels of `cases` (deduplicated), in parallel; one record each.
 Records compile_cases(const std::vector<Case>& cases, const Options& o, const std::string& arch, Console& con) {
-  const harness::RunOptions ro = o.run_options(false);
+  harness::RunOptions ro = o.run_options(false);
+  ro.cc_major = jit::arch_cc_major(arch);  // the kernels that arch's GPUs would run
   const auto items = harness::precompile(cases, ro, arch, 0, true);
   Records recs;
   for (auto& it : items) {
@@ -337,12 +338,14 @@ int cmd_inspect(const Options& o) {
                     "op '" + o.op + "', workload '" + o.workload + "'");
   auto sel = select(o, o.selection());
   const Case& c = sel->cases.front();  // first variant unless --variant
-  auto specs = harness::adapter_for(c.op->name).kernels(c, o.run_options(false));
+  const std::string arch = resolve_arch(o);
+  harness::RunOptions ro = o.run_options(false);
+  ro.cc_major = jit::arch_cc_major(arch);  // the kernels that arch's GPUs would run
+  auto specs = harness::adapter_for(c.op->name).kernels(c, ro);
   if (specs.empty()) {
     std::cout << c.id() << ": no kernel is launched for this workload (empty problem)\n";
     return 0;
   }
-  const std::string arch = resolve_arch(o);
   auto copts = jit::CompileOptions::parse(o.compile_options);
   for (auto& spec : specs) {
     std::cout << "// " << c.id() << ": " << spec.config << "\n";

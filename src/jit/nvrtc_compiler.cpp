@@ -70,6 +70,14 @@ void check_arch(const std::string& arch) {
                     "'" + arch + "'");
 }
 
+int arch_cc_major(const std::string& arch) {
+  check_arch(arch);
+  const size_t i = arch.find('_') + 1;
+  size_t digits = 0;
+  while (i + digits < arch.size() && is_digit(arch[i + digits])) ++digits;
+  return std::stoi(arch.substr(i, digits - 1));  // all but the minor digit
+}
+
 Resources parse_ptxas_resources(const std::string& log) {
   Resources r;
   auto set = [](int& field, int v) {

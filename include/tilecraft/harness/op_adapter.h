@@ -60,6 +60,9 @@ struct RunOptions {
   bool checked = false;
   jit::CompileOptions compile;
   std::map<std::string, int> config;  // kernel config overrides, op-specific keys
+  // The compute capability (major) whose kernels `kernels()` lists: the
+  // target of `compile` / `inspect --arch`; 0 = the GPU's, or 9 without one.
+  int cc_major = 0;
 };
 
 // Independent check of an output against a float64 evaluation.

@@ -35,6 +35,9 @@ std::string cuda_home();           // $CUDA_HOME, else the toolkit found at buil
 std::string nvrtc_version();       // "13.0"
 // Validates "sm_90a", "sm_80", "compute_90a"; throws naming the arg otherwise.
 void check_arch(const std::string& arch);
+// The compute capability's major number of a target arch (sm_90a -> 9,
+// compute_80 -> 8, sm_100 -> 10); an invalid arch is check_arch's error.
+int arch_cc_major(const std::string& arch);
 
 // Compiles spec for `arch` ("sm_90a" -> cubin; "compute_90a" -> PTX).
 CompileOutput nvrtc_compile(const KernelSpec& spec, const CompileOptions& options, const std::string& arch);

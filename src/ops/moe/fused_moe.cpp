@@ -346,20 +346,22 @@ size_t fused_moe_workspace_bytes(const FusedMoeArgs& a, const FusedMoeParams& p)
 }
 
 std::vector<jit::KernelSpec> fused_moe_kernel_specs(const FusedMoeArgs& a, const FusedMoeParams& p,
-                                                    const FusedMoeOptions& o) {
+                                                    const FusedMoeOptions& o, int cc_major) {
   validate_fused_moe(a, p, DeviceType::kCUDA);
   const Dims d = dims_of(a, p);
   if (d.T == 0) return {};
   size_t bytes = 0;
-  // The kernels of the GPU at hand, else of compute capability 9.0 (as below).
-  const int cc = cc_major_if_gpu(a.x.device.index);
-  const int64_t bm = layer_block_m(a, p, o, cc ? cc : 9);
+  // The kernels of the asked compute capability, else the GPU at hand's,
+  // else 9.0's.
+  const int gpu_cc = cc_major_if_gpu(a.x.device.index);
+  const int cc = cc_major > 0 ? cc_major : gpu_cc > 0 ? gpu_cc : 9;
+  const int64_t bm = layer_block_m(a, p, o, cc);
   // Stand-in addresses: 256-byte aligned like real allocations.
   const Buffers b = carve(a, d, bm, CUdeviceptr(1) << 20, &bytes);
   std::vector<jit::KernelSpec> specs;
   const int sms = sm_count_if_gpu(a.x.device.index);  // split-K choices depend on it
   auto add_gemm = [&](const MoeGroupedGemmArgs& args, const MoeGroupedGemmConfig& over) {
-    const MoeGroupedGemmConfig c = moe_grouped_gemm_config(args, over, 9, sms);
+    const MoeGroupedGemmConfig c = moe_grouped_gemm_config(args, over, cc, sms);
     specs.push_back(moe_grouped_gemm_kernel_spec(args, c));
     if (c.k_splits > 1) specs.push_back(moe_grouped_gemm_split_reduce_spec(args, c));
   };

@@ -579,7 +579,7 @@ class FusedMoeAdapter final : public OpAdapter {
                  {"round_scores", double(w.params.at("router_scores") == "dtype" ? ops::score_rounding(dt) : 0)}};
     auto p = params_of(d);
     p.given_routing = false;
-    return ops::fused_moe_kernel_specs(args_of(d, in, out), p, layer_options(o));
+    return ops::fused_moe_kernel_specs(args_of(d, in, out), p, layer_options(o), o.cc_major);
   }
 
  private:
