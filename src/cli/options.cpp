@@ -37,7 +37,7 @@ harness::RunOptions Options::run_options(bool checked) const {
         used = 0;
       }
       if (eq == std::string::npos || eq == 0 || used == 0 || used != kv.size() - eq - 1)
-        throw_arg_error(ErrorKind::kInvalidArgument, "tilecraft", "--config", "KEY=INTEGER[,KEY=INTEGER...]",
+        throw_arg_error(ErrorKind::kInvalidArgument, "options", "--config", "KEY=INTEGER[,KEY=INTEGER...]",
                         "'" + list + "'");
       r.config[kv.substr(0, eq)] = value;
       start = end + 1;
