@@ -63,6 +63,26 @@ TEST(Cli, TestAdHocShapeOnCpu) {
   EXPECT_NE(r.out.find("8 passed, 0 failed"), std::string::npos) << r.out;
 }
 
+// Ad-hoc shapes the routing cannot take fail with a message naming the
+// argument, not a crash (E = 0 once read past the end of an empty score row).
+TEST(Cli, DegenerateRoutingShapesFailCleanly) {
+  struct Case {
+    const char* op;
+    const char* shape;
+    const char* want;
+  };
+  for (const Case& c : {Case{"moe_topk_gate", "T=3,K=2,E=0,dtype=fp32", "argument 'E'"},
+                        Case{"fused_moe", "T=3,K=2,H=64,I=32,E=0,dtype=bf16", "argument 'E'"},
+                        Case{"moe_topk_gate", "T=3,K=20,E=16,dtype=fp32", "argument 'K'"},
+                        Case{"moe_topk_gate", "T=3,K=2,E=10,n_group=3,topk_group=1,mode=sigmoid_grouped_topk,dtype=fp32",
+                             "argument 'n_group'"}}) {
+    auto r = run(std::string("test --op ") + c.op + " --shape '" + c.shape + "' --backend cpu");
+    EXPECT_EQ(r.rc, 1) << c.shape << ": " << r.out;
+    EXPECT_NE(r.out.find(c.want), std::string::npos) << c.shape << ": " << r.out;
+    EXPECT_NE(r.out.find("0 passed, 1 failed"), std::string::npos) << r.out;
+  }
+}
+
 TEST(Cli, ListEnvInspect) {
   auto r = run("list");
   EXPECT_EQ(r.rc, 0);

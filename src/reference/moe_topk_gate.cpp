@@ -7,6 +7,9 @@
 #include <vector>
 
 #include "tilecraft/dtype.h"
+#include <fmt/format.h>
+
+#include "tilecraft/error.h"
 
 namespace tilecraft::reference {
 namespace {
@@ -20,6 +23,19 @@ std::vector<int> topk(const std::vector<float>& v, int64_t k) {
   idx.resize(size_t(k));
   return idx;
 }
+
+// The shapes the selection needs (a workload can ask for any): else an
+// error naming the golden and the argument, not an out-of-bounds read.
+void check(const MoeTopkGateRef& r) {
+  constexpr const char* kOp = "moe_topk_gate (CPU golden)";
+  TC_CHECK_ARG(r.E >= 1, kOp, "E", "at least one expert", std::to_string(r.E));
+  TC_CHECK_ARG(r.K >= 1 && r.K <= r.E, kOp, "K", fmt::format("1..{} (the experts)", r.E), std::to_string(r.K));
+  if (!r.sigmoid_grouped || r.n_group <= 1) return;
+  TC_CHECK_ARG(r.E % r.n_group == 0, kOp, "n_group", fmt::format("a divisor of E = {}", r.E), std::to_string(r.n_group));
+  TC_CHECK_ARG(r.topk_group >= 1 && r.topk_group <= r.n_group && r.topk_group * (r.E / r.n_group) >= r.K, kOp,
+               "topk_group", fmt::format("1..{} groups holding at least K = {} experts", r.n_group, r.K),
+               std::to_string(r.topk_group));
+}
 }  // namespace
 
 float round_score(float v, int round_to) {
@@ -29,6 +45,7 @@ float round_score(float v, int round_to) {
 }
 
 void moe_topk_gate_scores(const MoeTopkGateRef& r, int64_t t, float* select, float* weight) {
+  check(r);
   std::vector<float> row(r.logits + t * r.E, r.logits + (t + 1) * r.E);
   for (float& v : row) v = round_score(v, r.round_to);
   if (!r.sigmoid_grouped) {
@@ -60,6 +77,7 @@ void moe_topk_gate_scores(const MoeTopkGateRef& r, int64_t t, float* select, flo
 }
 
 void moe_topk_gate_rows(const MoeTopkGateRef& r, int64_t t_begin, int64_t t_end) {
+  check(r);
   std::vector<float> select(size_t(r.E)), weight(size_t(r.E));
   for (int64_t t = t_begin; t < t_end; ++t) {
     moe_topk_gate_scores(r, t, select.data(), weight.data());
