@@ -157,6 +157,36 @@ def test_errors_map_to_python_exceptions(rng):
         tilecraft.moe_reduce_fused(x, pos, out_dtype="bfloat16")
 
 
+def test_bad_arguments_name_the_op_and_argument(rng):
+    """Arguments that size the outputs, or are not tensors at all, fail before any allocation or
+    division: block_m=0 once stopped the interpreter (an integer division by zero in C++)."""
+    ids = np.array([[0, 1], [1, 2]], np.int32)
+    for bad in (0, -3):
+        with pytest.raises(ValueError, match="moe_fused_mapping: argument 'block_m'"):
+            tilecraft.moe_fused_mapping(ids, 4, block_m=bad)
+    with pytest.raises(ValueError, match="moe_fused_mapping: argument 'num_experts'"):
+        tilecraft.moe_fused_mapping(ids, 0)
+    with pytest.raises(ValueError, match="block_m.*1..1024.*got 0"):
+        tilecraft._C.mapping_rows(2, 2, 4, 0)  # the C++ sizing helper checks too
+    with pytest.raises(ValueError, match="moe_fused_mapping: argument 'ids': expected a 2-D"):
+        tilecraft.moe_fused_mapping(ids.reshape(-1), 4)
+    logits = rng.standard_normal((4, 8)).astype(np.float32)
+    with pytest.raises(ValueError, match="moe_topk_gate: argument 'top_k'.*-1"):
+        tilecraft.moe_topk_gate(logits, -1)
+    with pytest.raises(ValueError, match="moe_topk_gate: argument 'logits': expected 1..1024 experts"):
+        tilecraft.moe_topk_gate(np.zeros((4, 0), np.float32), 2)  # no elements: contiguous, so E is named
+    f16 = np.float16
+    w = [np.zeros((2, 4, 8), f16), np.zeros((2, 4, 8), f16), np.zeros((2, 8, 4), f16)]
+    with pytest.raises(TypeError, match="fused_moe: argument 'x': expected a torch.Tensor or numpy.ndarray, got NoneType"):
+        tilecraft.fused_moe(None, np.zeros((2, 8), f16), *w, 1)
+    with pytest.raises(ValueError, match="fused_moe: argument 'w_gate': expected one tensor per expert"):
+        tilecraft.fused_moe(np.zeros((4, 8), f16), np.zeros((2, 8), f16), [], w[1], w[2], 1)
+    with pytest.raises(ValueError, match="fused_moe: argument 'top_k'"):
+        tilecraft.fused_moe(np.zeros((4, 8), f16), np.zeros((2, 8), f16), *w, 0)
+    with pytest.raises(ValueError, match="moe_grouped_gemm: argument 'w': expected a 3-D tensor"):
+        tilecraft.moe_grouped_gemm(np.zeros((4, 8), f16), np.zeros((4, 8), f16))
+
+
 torch = None
 try:  # torch is optional: CPU torch tensors when it is installed and usable
     import torch  # noqa: F811

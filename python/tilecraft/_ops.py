@@ -13,6 +13,23 @@ _TORCH_DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat
                  "float8_e4m3fn": "float8_e4m3fn"}
 
 
+def _tensor(op: str, name: str, t: Any, ndim: int | None = None) -> Any:
+    """t itself if it is a tensor (has a shape and exports DLPack) of `ndim` dimensions; else an error
+    naming the op and the argument (not an AttributeError from deep inside)."""
+    if not hasattr(t, "shape") or not hasattr(t, "__dlpack__"):
+        raise TypeError(f"{op}: argument '{name}': expected a torch.Tensor or numpy.ndarray, got {type(t).__name__}")
+    if ndim is not None and len(t.shape) != ndim:
+        raise ValueError(f"{op}: argument '{name}': expected a {ndim}-D tensor, got shape {tuple(t.shape)}")
+    return t
+
+
+def _count(op: str, name: str, v: Any, lo: int) -> int:
+    """v as an int >= lo (sizes the outputs, so checked before they are allocated)."""
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+        raise ValueError(f"{op}: argument '{name}': expected an integer >= {lo}, got {v!r}")
+    return v
+
+
 def _is_torch(t: Tensor) -> bool:
     return type(t).__module__.startswith("torch")
 
@@ -48,13 +65,13 @@ def _stream(t: Tensor) -> int:
     return 0
 
 
-def _experts(w: Tensor | Sequence[Tensor]) -> tuple[list, bool]:
+def _experts(op: str, name: str, w: Tensor | Sequence[Tensor]) -> tuple[list, bool]:
     """One stacked tensor, or one tensor per expert."""
     if isinstance(w, (list, tuple)):
         if not w:
-            raise ValueError("tilecraft: expected one tensor per expert, got an empty list")
-        return list(w), False
-    return [w], True
+            raise ValueError(f"{op}: argument '{name}': expected one tensor per expert, got an empty list")
+        return [_tensor(op, f"{name}[{i}]", t, 2) for i, t in enumerate(w)], False
+    return [_tensor(op, name, w, 3)], True
 
 
 def moe_reduce_fused(x: Tensor, token_topk_to_pos: Tensor, topk_weights: Tensor | None = None, *,
@@ -62,7 +79,8 @@ def moe_reduce_fused(x: Tensor, token_topk_to_pos: Tensor, topk_weights: Tensor 
                      out_dtype: str | None = None, checked: bool = False) -> Tensor:
     """out[t] = sum_k topk_weights[t, k] * x[token_topk_to_pos[t, k]] (slots < 0 skipped), fp32
     accumulation in k order; optional per-row x_sf, fp8 output with global scale sf."""
-    T, _ = token_topk_to_pos.shape
+    _tensor("moe_reduce_fused", "x", x, 2)
+    T, _ = _tensor("moe_reduce_fused", "token_topk_to_pos", token_topk_to_pos, 2).shape
     if out is None:
         out = _empty(x, (T, x.shape[1]), out_dtype or _dtype_name(x))
     _C.moe_reduce_fused(x, token_topk_to_pos, topk_weights, x_sf, sf, out, checked, _stream(x))
@@ -88,7 +106,8 @@ def moe_topk_gate(logits: Tensor, top_k: int, *, mode: str = "softmax_topk", ren
     """Router logits [T, E] (fp32) -> (ids [T, K] int32, weights [T, K] fp32); ties to the smaller index.
     score_dtype 'float16' / 'bfloat16': logits and scores rounded to it first, as a PyTorch router in
     that dtype computes them (its ties then break the same way); None: exact fp32."""
-    T = logits.shape[0]
+    T = _tensor("moe_topk_gate", "logits", logits, 2).shape[0]
+    _count("moe_topk_gate", "top_k", top_k, 1)
     ids = _empty(logits, (T, top_k), "int32") if ids is None else ids
     weights = _empty(logits, (T, top_k), "float32") if weights is None else weights
     _C.moe_topk_gate(logits, bias, ids, weights, mode, renormalize, n_group, topk_group, scale,
@@ -101,7 +120,9 @@ def moe_fused_mapping(ids: Tensor, num_experts: int, *, block_m: int = 1,
     """Expert ids [T, K] -> the expert-major layout: tokens_per_expert, expert_offsets (each
     expert's rows padded to block_m), token_topk_to_pos, pos_to_token, tile_expert, num_tiles.
     `out` may hold any of these tensors to fill; the others are allocated."""
-    T, K = ids.shape
+    T, K = _tensor("moe_fused_mapping", "ids", ids, 2).shape
+    _count("moe_fused_mapping", "num_experts", num_experts, 1)
+    _count("moe_fused_mapping", "block_m", block_m, 1)
     rows = _C.mapping_rows(T, K, num_experts, block_m)
     shapes = {
         "tokens_per_expert": (num_experts,),
@@ -133,11 +154,12 @@ def moe_grouped_gemm(a: Tensor, w: Tensor | Sequence[Tensor], *, w_up: Tensor | 
     the mapping's pos_to_token).
     config: kernel overrides, as the CLI's --config (block_m, block_n, stages, warps_m, warps_n,
     sm90, tma, persistent, k_splits, group_m, gemv)."""
-    ws, stacked = _experts(w)
-    ups = _experts(w_up)[0] if w_up is not None else None
+    _tensor("moe_grouped_gemm", "a", a, 2)
+    ws, stacked = _experts("moe_grouped_gemm", "w", w)
+    ups = _experts("moe_grouped_gemm", "w_up", w_up)[0] if w_up is not None else None
     first = ws[0]
     n = (first.shape[-2] if layout == "nk" else first.shape[-1])
-    rows = a_index.shape[0] if a_index is not None else a.shape[0]
+    rows = _tensor("moe_grouped_gemm", "a_index", a_index, 1).shape[0] if a_index is not None else a.shape[0]
     if out is None:
         out = _empty(a, (rows, n), out_dtype or _dtype_name(a))
     _C.moe_grouped_gemm(a, ws, stacked, ups, layout, a_index, tile_expert, num_tiles, row_scale, row_token, out,
@@ -159,6 +181,10 @@ def fused_moe(x: Tensor, w_router: Tensor, w_gate: Tensor | Sequence[Tensor], w_
     config: overrides, as the CLI's --config for fused_moe: 'decode' (1 = the decode path, 0 =
     the mapped path), 'mapping_blocks', moe_grouped_gemm keys for both projections, or prefixed
     'gate_up_' / 'down_' for one (e.g. {'decode': 0, 'down_block_m': 16})."""
+    if len(_tensor("fused_moe", "x", x).shape) < 1:
+        raise ValueError("fused_moe: argument 'x': expected a tensor [..., H], got a 0-D tensor")
+    _tensor("fused_moe", "w_router", w_router, 2)
+    _count("fused_moe", "top_k", top_k, 1)
     lead = tuple(x.shape[:-1])
     H = x.shape[-1]
     x2 = x.reshape(-1, H)
@@ -168,9 +194,9 @@ def fused_moe(x: Tensor, w_router: Tensor, w_gate: Tensor | Sequence[Tensor], w_
         raise ValueError("fused_moe: argument 'out': expected a contiguous tensor (results are written in place), "
                          f"got strides {tuple(out.strides) if not _is_torch(out) else out.stride()}")
     out2 = out.reshape(-1, H)  # a view: out is contiguous
-    g, stacked = _experts(w_gate)
-    u, _ = _experts(w_up)
-    d, _ = _experts(w_down)
+    g, stacked = _experts("fused_moe", "w_gate", w_gate)
+    u, _ = _experts("fused_moe", "w_up", w_up)
+    d, _ = _experts("fused_moe", "w_down", w_down)
     given = routing is not None
     if given:
         ids, weights = routing

@@ -65,6 +65,9 @@ TensorView::TensorView(void* d, DType t, Shape s, Shape st, Device dev)
     : data(d), dtype(t), shape(s), strides(st), device(dev) {}
 
 bool TensorView::is_contiguous() const {
+  // No elements: nothing is laid out (numpy gives such arrays strides of 0).
+  for (int i = 0; i < shape.ndim; ++i)
+    if (shape[i] == 0) return true;
   int64_t expect = 1;
   for (int i = shape.ndim - 1; i >= 0; --i) {
     if (shape[i] != 1 && strides[i] != expect) return false;

@@ -42,6 +42,12 @@ reference::MoeFusedMappingRef ref_of(const MoeFusedMappingArgs& a, const MoeFuse
 }  // namespace
 
 int64_t moe_fused_mapping_rows(int64_t T, int64_t K, int64_t E, int64_t block_m) {
+  // (Also called alone, e.g. from Python to size the outputs: the ranges
+  // that keep the arithmetic below finite and in int64.)
+  TC_CHECK_ARG(block_m >= 1 && block_m <= 1024, kOp, "block_m", "1..1024", std::to_string(block_m));
+  TC_CHECK_ARG(E >= 1 && E <= kMaxExperts, kOp, "num_experts", fmt::format("1..{}", kMaxExperts), std::to_string(E));
+  TC_CHECK_ARG(T >= 0 && K >= 0 && (K == 0 || T <= (int64_t(1) << 40) / K), kOp, "ids",
+               "[T, K] with T, K >= 0 and fewer than 2^40 slots", fmt::format("T = {}, K = {}", T, K));
   const int64_t most = T * K + E * (block_m - 1);
   return (most + block_m - 1) / block_m * block_m;
 }
