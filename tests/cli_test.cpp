@@ -42,6 +42,11 @@ TEST(Cli, UsageErrorsExit2NamingTheFlag) {
   EXPECT_NE(r.out.find("fastest"), std::string::npos) << r.out;
   r = run("compile --arch sm_9");
   EXPECT_EQ(r.rc, 2) << r.out;
+  // An --out that cannot be made: a usage error before any work (it was an
+  // "internal error" once the first op's compiles were done).
+  r = run("run --op moe_reduce_fused --out /proc/tilecraft_cannot_make_this");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("run: argument '--out'"), std::string::npos) << r.out;
   // --config: KEY=INTEGER lists; trailing text after the integer is refused.
   for (const char* bad : {"sm90=2x", "sm90=2,tma", "=3", "sm90=", "sm90=1,,tma=0"}) {
     r = run(std::string("inspect --op moe_grouped_gemm --workload prefill-nk --variant Plain --dump ptx --config '") + bad + "'");

@@ -390,8 +390,29 @@ int cmd_inspect(const Options& o) {
   return 0;
 }
 
+// The results tree under `out`, made before any work: an unusable --out is
+// the user's error, named as such, not an internal one after the compiles.
+void make_results_dirs(const fs::path& out) {
+  std::error_code ec;
+  for (const char* sub : {"logs/raw", "logs/json", "logs/csv", "reports"}) {
+    fs::create_directories(out / sub, ec);
+    if (ec) break;
+  }
+  if (!ec) {
+    const fs::path probe = out / "reports" / ".write_test";
+    const bool writable = bool(std::ofstream(probe));
+    std::error_code ignored;
+    fs::remove(probe, ignored);
+    if (!writable) ec = std::make_error_code(std::errc::permission_denied);
+  }
+  if (ec)
+    throw_arg_error(ErrorKind::kInvalidArgument, "run", "--out", "a directory it can create and write",
+                    fmt::format("'{}' ({})", out.string(), ec.message()));
+}
+
 int cmd_run(const Options& o) {
   const fs::path out = o.out;
+  make_results_dirs(out);
   auto env = harness::capture_env();
   const DeviceType backend = env.has_gpu ? DeviceType::kCUDA : DeviceType::kCPU;
   harness::Selection s = o.selection();
