@@ -3,6 +3,7 @@
 or numpy) on the inputs' device unless passed with out=/ids=/..."""
 from __future__ import annotations
 
+import operator
 from typing import Any, Sequence
 
 from . import _C
@@ -24,10 +25,15 @@ def _tensor(op: str, name: str, t: Any, ndim: int | None = None) -> Any:
 
 
 def _count(op: str, name: str, v: Any, lo: int) -> int:
-    """v as an int >= lo (sizes the outputs, so checked before they are allocated)."""
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+    """v as an int >= lo (sizes the outputs, so checked before they are allocated). Any integer
+    type (numpy's too, through __index__); not bool."""
+    try:
+        n = operator.index(v) if not isinstance(v, bool) else None
+    except TypeError:
+        n = None
+    if n is None or n < lo:
         raise ValueError(f"{op}: argument '{name}': expected an integer >= {lo}, got {v!r}")
-    return v
+    return n
 
 
 def _is_torch(t: Tensor) -> bool:
@@ -107,7 +113,7 @@ def moe_topk_gate(logits: Tensor, top_k: int, *, mode: str = "softmax_topk", ren
     score_dtype 'float16' / 'bfloat16': logits and scores rounded to it first, as a PyTorch router in
     that dtype computes them (its ties then break the same way); None: exact fp32."""
     T = _tensor("moe_topk_gate", "logits", logits, 2).shape[0]
-    _count("moe_topk_gate", "top_k", top_k, 1)
+    top_k = _count("moe_topk_gate", "top_k", top_k, 1)
     ids = _empty(logits, (T, top_k), "int32") if ids is None else ids
     weights = _empty(logits, (T, top_k), "float32") if weights is None else weights
     _C.moe_topk_gate(logits, bias, ids, weights, mode, renormalize, n_group, topk_group, scale,
@@ -121,8 +127,8 @@ def moe_fused_mapping(ids: Tensor, num_experts: int, *, block_m: int = 1,
     expert's rows padded to block_m), token_topk_to_pos, pos_to_token, tile_expert, num_tiles.
     `out` may hold any of these tensors to fill; the others are allocated."""
     T, K = _tensor("moe_fused_mapping", "ids", ids, 2).shape
-    _count("moe_fused_mapping", "num_experts", num_experts, 1)
-    _count("moe_fused_mapping", "block_m", block_m, 1)
+    num_experts = _count("moe_fused_mapping", "num_experts", num_experts, 1)
+    block_m = _count("moe_fused_mapping", "block_m", block_m, 1)
     rows = _C.mapping_rows(T, K, num_experts, block_m)
     shapes = {
         "tokens_per_expert": (num_experts,),
@@ -184,7 +190,7 @@ def fused_moe(x: Tensor, w_router: Tensor, w_gate: Tensor | Sequence[Tensor], w_
     if len(_tensor("fused_moe", "x", x).shape) < 1:
         raise ValueError("fused_moe: argument 'x': expected a tensor [..., H], got a 0-D tensor")
     _tensor("fused_moe", "w_router", w_router, 2)
-    _count("fused_moe", "top_k", top_k, 1)
+    top_k = _count("fused_moe", "top_k", top_k, 1)
     lead = tuple(x.shape[:-1])
     H = x.shape[-1]
     x2 = x.reshape(-1, H)
