@@ -435,7 +435,6 @@ int cmd_run(const Options& o) {
   int failures = 0;
   for (auto& [op, cases] : by_op) {
     Console con;
-    fs::create_directories(out / "logs" / "raw");
     con.file.open(out / "logs" / "raw" / (op + ".log"));
     con.line("== env");
     print_env(env, con);
@@ -458,7 +457,6 @@ int cmd_run(const Options& o) {
     all_test.insert(all_test.end(), test.begin(), test.end());
     all_bench.insert(all_bench.end(), bench.begin(), bench.end());
   }
-  fs::create_directories(out / "reports");
   std::ofstream(out / "reports" / "correctness_report.md") << harness::correctness_report(env, all_test, note);
   std::ofstream(out / "reports" / "performance_report.md")
       << harness::performance_report(env, ceilings ? &*ceilings : nullptr, all_bench, note);

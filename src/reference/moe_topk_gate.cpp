@@ -6,9 +6,9 @@
 #include <numeric>
 #include <vector>
 
-#include "tilecraft/dtype.h"
 #include <fmt/format.h>
 
+#include "tilecraft/dtype.h"
 #include "tilecraft/error.h"
 
 namespace tilecraft::reference {
@@ -44,8 +44,9 @@ float round_score(float v, int round_to) {
   return v;
 }
 
-void moe_topk_gate_scores(const MoeTopkGateRef& r, int64_t t, float* select, float* weight) {
-  check(r);
+namespace {
+// moe_topk_gate_scores without the argument check (the caller made it).
+void scores(const MoeTopkGateRef& r, int64_t t, float* select, float* weight) {
   std::vector<float> row(r.logits + t * r.E, r.logits + (t + 1) * r.E);
   for (float& v : row) v = round_score(v, r.round_to);
   if (!r.sigmoid_grouped) {
@@ -75,12 +76,18 @@ void moe_topk_gate_scores(const MoeTopkGateRef& r, int64_t t, float* select, flo
   for (int64_t e = 0; e < r.E; ++e)
     if (std::find(keep.begin(), keep.end(), int(e / gsize)) == keep.end()) select[e] = kNegInf;
 }
+}  // namespace
+
+void moe_topk_gate_scores(const MoeTopkGateRef& r, int64_t t, float* select, float* weight) {
+  check(r);
+  scores(r, t, select, weight);
+}
 
 void moe_topk_gate_rows(const MoeTopkGateRef& r, int64_t t_begin, int64_t t_end) {
   check(r);
   std::vector<float> select(size_t(r.E)), weight(size_t(r.E));
   for (int64_t t = t_begin; t < t_end; ++t) {
-    moe_topk_gate_scores(r, t, select.data(), weight.data());
+    scores(r, t, select.data(), weight.data());
     auto ids = topk(select, r.K);
     float denom = 0.f;
     for (int i : ids) denom += weight[size_t(i)];

@@ -202,6 +202,9 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
 int sm_count_if_gpu(int device);
 // The device's compute capability (major), or 0 without a GPU.
 int cc_major_if_gpu(int device);
+// The compute capability kernel listings choose for: `asked` when > 0
+// (compile --arch), else the device's, else 9 (no GPU: sm_90a).
+int listing_cc_major(int asked, int device);
 jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c);
 // The second kernel of a split-K launch (c.k_splits > 1): sums the slices.
 jit::KernelSpec moe_grouped_gemm_split_reduce_spec(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c);

@@ -351,10 +351,7 @@ std::vector<jit::KernelSpec> fused_moe_kernel_specs(const FusedMoeArgs& a, const
   const Dims d = dims_of(a, p);
   if (d.T == 0) return {};
   size_t bytes = 0;
-  // The kernels of the asked compute capability, else the GPU at hand's,
-  // else 9.0's.
-  const int gpu_cc = cc_major_if_gpu(a.x.device.index);
-  const int cc = cc_major > 0 ? cc_major : gpu_cc > 0 ? gpu_cc : 9;
+  const int cc = listing_cc_major(cc_major, a.x.device.index);
   const int64_t bm = layer_block_m(a, p, o, cc);
   // Stand-in addresses: 256-byte aligned like real allocations.
   const Buffers b = carve(a, d, bm, CUdeviceptr(1) << 20, &bytes);

@@ -492,6 +492,12 @@ int cc_major_if_gpu(int device) {
   return info ? info->cc_major : 0;
 }
 
+int listing_cc_major(int asked, int device) {
+  if (asked > 0) return asked;
+  const int gpu = cc_major_if_gpu(device);
+  return gpu > 0 ? gpu : 9;
+}
+
 MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over,
                                              int cc_major, int sm_count) {
   const bool dual = a.w_up.has_value();

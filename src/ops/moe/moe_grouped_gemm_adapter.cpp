@@ -150,11 +150,8 @@ class MoeGroupedGemmAdapter final : public OpAdapter {
     out["out"] = TensorView(fake, d.outputs[0].dtype, d.outputs[0].shape, dev);
     const auto a = args_of(d, in, out);
     ops::validate_moe_grouped_gemm(a, DeviceType::kCUDA);
-    // The kernel an sm_<cc_major>x GPU would run (compile --arch), else the
-    // GPU at hand's, else sm_90's.
-    const int gpu_cc = ops::cc_major_if_gpu(0);
-    const int cc = o.cc_major > 0 ? o.cc_major : gpu_cc > 0 ? gpu_cc : 9;
-    const auto cfg = ops::moe_grouped_gemm_config(a, op_options(o).config, cc, ops::sm_count_if_gpu(0));
+    const auto cfg = ops::moe_grouped_gemm_config(a, op_options(o).config, ops::listing_cc_major(o.cc_major, 0),
+                                                  ops::sm_count_if_gpu(0));
     std::vector<jit::KernelSpec> specs{ops::moe_grouped_gemm_kernel_spec(a, cfg)};
     if (cfg.k_splits > 1) specs.push_back(ops::moe_grouped_gemm_split_reduce_spec(a, cfg));
     return specs;
