@@ -349,7 +349,8 @@ struct Layer {
   DeviceTensor x, wr, wg, wu, wd, bias, out, ids, w;
   Layer() : Layer(200, 32, 4, 99) {}
   // x_stream picks the input (and so the routing); the weights are fixed.
-  Layer(int64_t tokens, int64_t experts, int64_t top_k, uint64_t x_stream) : T(tokens), E(experts), K(top_k) {
+  Layer(int64_t tokens, int64_t experts, int64_t top_k, uint64_t x_stream, int64_t inter = 256)
+      : T(tokens), I(inter), E(experts), K(top_k) {
     const DType dt = DType::kBF16;
     x = DeviceTensor(dt, {T, H});
     wr = DeviceTensor(dt, {E, H});
@@ -619,6 +620,64 @@ TEST(GpuFusedMoe, DecodePath) {
     }
     expect_graph_replays_bits(L, s, ws, decode, got, 1);
   }
+}
+
+// The one-kernel decode path (decode_split=1, sm_90): the manifest's T = 1
+// cases against the golden, and a layer (I = 336) against the two-kernel
+// decode path (relative RMS) at its chosen slice width (48: 28 units) and
+// at 112, 16 and 8 (row lanes 16 with 14 live, 2, 1), bitwise the same on
+// every run, from a graph and at any box height.
+TEST(GpuFusedMoe, DecodeSplit) {
+  TC_REQUIRE_GPU();
+  if (rt::device_info(0).cc_major != 9) GTEST_SKIP() << "decode_split runs on sm_90 only";
+  for (const char* w : {"t1-k1", "decode-t1-grouped", "decode-t1-h200"})
+    EXPECT_EQ(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA, w, {{"decode_split", 1}}), 1) << w;
+  Layer L(1, 32, 4, 99, 336);
+  rt::Stream s;
+  ops::FusedMoeWorkspace ws;
+  ops::FusedMoeOptions two, one;
+  two.decode = 1, two.decode_split = 0, one.decode = 1, one.decode_split = 1;
+  ops::fused_moe(L.args(), L.params(), s.get(), &ws, two);
+  s.sync();
+  const HostTensor want = L.out.to_host();
+  auto run = [&](const ops::FusedMoeOptions& o) {
+    L.out.fill_bytes(0xff);
+    ops::fused_moe(L.args(), L.params(), s.get(), &ws, o);
+    s.sync();
+    return L.out.to_host();
+  };
+  auto rms = [&](const HostTensor& got) {
+    double ss = 0, err = 0;
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      const double y = load_as_double(want.data(), want.dtype(), size_t(i));
+      const double g = load_as_double(got.data(), got.dtype(), size_t(i));
+      ss += y * y, err += (g - y) * (g - y);
+    }
+    EXPECT_GT(ss, 0.0);
+    return std::sqrt(err / ss);
+  };
+  const HostTensor got = run(one);
+  EXPECT_LE(rms(got), 1e-2) << "relative RMS difference, one kernel vs two";
+  for (int cols : {112, 16, 8}) {
+    ops::FusedMoeOptions w = one;
+    w.decode_split_cols = cols;
+    EXPECT_LE(rms(run(w)), 1e-2) << "decode_split_cols=" << cols;
+  }
+  for (int i = 0; i < 2; ++i) {
+    L.out.fill_bytes(0xff);
+    ops::fused_moe(L.args(), L.params(), s.get(), i ? nullptr : &ws, one);
+    s.sync();
+    EXPECT_TRUE(same_bits(got, L.out.to_host())) << "run " << i;
+  }
+  // The box height changes the ring, the pieces and the last box's zero
+  // rows, never a sum: 24 rows (one gate/up column per stage), 40 (a last
+  // box past H) and 256 (two boxes).
+  for (int rows : {24, 40, 256}) {
+    ops::FusedMoeOptions r = one;
+    r.decode_split_box_rows = rows;
+    EXPECT_TRUE(same_bits(got, run(r))) << "decode_split_box_rows=" << rows;
+  }
+  expect_graph_replays_bits(L, s, ws, one, got, 1);
 }
 
 // The fused gate + mapping launch against the two kernels run apart: every

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <set>
 
+#include "ops/moe/decode_split.h"
 #include "ops/moe/launch_counters.h"
 #include "tilecraft/harness/random.h"
 #include "test_util.h"
@@ -16,6 +17,7 @@
 #include "tilecraft/ops/fused_moe.h"
 #include "tilecraft/ops/moe_fused_mapping.h"
 #include "tilecraft/ops/moe_grouped_gemm.h"
+#include "tilecraft/runtime/device.h"
 #include "tilecraft/runtime/driver.h"
 
 using namespace tilecraft;
@@ -962,6 +964,101 @@ TEST(FusedMoeCpu, KernelsForSm90a) {
   EXPECT_GT(ops::fused_moe_workspace_bytes(a, L.params()), size_t(L.T * L.K * (L.H + L.I) * 2));
 }
 
+// decode_split=1 (the one-kernel decode path, sm_90): its two kernels
+// compile without spills; asked for where it cannot
+// run (sm_80, T = 2, I not a multiple of 128, per-expert weights), an
+// error naming decode_split and why.
+TEST(FusedMoeCpu, DecodeSplitKernelsAndErrors) {
+  const int64_t H = 256, I = 256, E = 8;
+  auto cuda = [](TensorView t) {
+    t.device = Device{DeviceType::kCUDA, 0};
+    t.data = reinterpret_cast<void*>(uintptr_t(1) << 20);
+    return t;
+  };
+  auto layer = [&](int64_t T, int64_t i, std::vector<HostTensor>& keep) {
+    keep = {HostTensor(DType::kBF16, {T, H}), HostTensor(DType::kBF16, {E, H}), HostTensor(DType::kBF16, {E, i, H}),
+            HostTensor(DType::kBF16, {E, i, H}), HostTensor(DType::kBF16, {E, H, i}), HostTensor(DType::kBF16, {T, H})};
+    ops::FusedMoeArgs a;
+    a.x = cuda(keep[0].view()), a.w_router = cuda(keep[1].view());
+    a.w_gate.stacked = cuda(keep[2].view()), a.w_up.stacked = cuda(keep[3].view());
+    a.w_down.stacked = cuda(keep[4].view()), a.out = cuda(keep[5].view());
+    return a;
+  };
+  ops::FusedMoeParams p;
+  p.top_k = 2;
+  std::vector<HostTensor> keep;
+  ops::FusedMoeOptions split;
+  split.decode_split = 1;
+  const auto specs = ops::fused_moe_kernel_specs(layer(1, I, keep), p, split);
+  ASSERT_EQ(specs.size(), 4u);
+  EXPECT_EQ(specs[2].function, "tc::moe::decode_split_kernel");
+  EXPECT_EQ(specs[3].function, "tc::moe::decode_split_combine_kernel");
+  for (size_t i : {size_t(2), size_t(3)}) {
+    const auto k = jit::compile(specs[i], {}, "sm_90a");
+    EXPECT_EQ(k->resources.spill_store_bytes, 0) << specs[i].function;
+    EXPECT_EQ(k->resources.stack_frame_bytes, 0) << specs[i].function;
+  }
+  TC_EXPECT_ERROR(ops::fused_moe_kernel_specs(layer(1, I, keep), p, split, 8), ErrorKind::kInvalidArgument,
+                  "decode_split", "sm_8x");
+  TC_EXPECT_ERROR(ops::fused_moe_kernel_specs(layer(1, 100, keep), p, split), ErrorKind::kInvalidArgument,
+                  "decode_split", "mapped path");  // I = 100: no decode path
+  split.decode = 1;
+  TC_EXPECT_ERROR(ops::fused_moe_kernel_specs(layer(2, I, keep), p, split), ErrorKind::kInvalidArgument,
+                  "decode_split", "T = 2");
+  TC_EXPECT_ERROR(ops::fused_moe_options({{"decode_split", 2}}, "--config"), ErrorKind::kInvalidArgument,
+                  "decode_split", "2");
+  // Box heights: a multiple of 8 up to 256, and at least a gate/up column
+  // pair (4 H bytes) per stage.
+  TC_EXPECT_ERROR(ops::fused_moe_options({{"decode_split_box_rows", 12}}, "--config"),
+                  ErrorKind::kInvalidArgument, "decode_split_box_rows", "12");
+  TC_EXPECT_ERROR(ops::fused_moe_options({{"decode_split_box_rows", 264}}, "--config"),
+                  ErrorKind::kInvalidArgument, "decode_split_box_rows", "264");
+  split.decode = -1;
+  split.decode_split_cols = 128;
+  split.decode_split_box_rows = 8;  // H = 256: 1 KB of gate/up per column, a 2 KB stage holds it
+  EXPECT_EQ(ops::fused_moe_kernel_specs(layer(1, I, keep), p, split).size(), 4u);
+  TC_EXPECT_ERROR(ops::fused_moe_options({{"decode_split_cols", 12}}, "--config"), ErrorKind::kInvalidArgument,
+                  "decode_split_cols", "12");
+}
+
+// The plan: the slice width whose (slot, slice) units fill 132 SMs' waves
+// best, the widest of equals; box heights for stages of about 32 KB that
+// hold whole gate/up pieces; requested values checked against H and I.
+TEST(FusedMoeCpu, DecodeSplitPlan) {
+  struct Case {
+    const char* model;
+    int64_t K, H, I;
+    int asked, cols, box_rows, stages, gu_cols;
+    int64_t units;
+  };
+  // Asked-for widths: the ones that make 128 units where 128 columns make fewer.
+  for (const Case& c : {Case{"deepseek-v3", 8, 7168, 2048, 0, 128, 112, 7, 1, 128},  // 28 KB: one column pair
+                        Case{"qwen3-235b", 8, 4096, 1536, 96, 96, 176, 6, 2, 128},   // 33 KB: two
+                        Case{"qwen3-30b", 8, 2048, 768, 48, 48, 256, 8, 3, 128}}) {  // 24 KB (256 rows at most)
+    const ops::DecodeSplitPlan p = ops::decode_split_plan(c.K, c.H, c.I, 132, c.asked, 0);
+    EXPECT_EQ(p.cols, c.cols) << c.model;
+    EXPECT_EQ(p.box_rows, c.box_rows) << c.model;
+    EXPECT_EQ(p.stages, c.stages) << c.model;
+    EXPECT_EQ(p.gu_cols, c.gu_cols) << c.model;
+    EXPECT_EQ(p.units, c.units) << c.model;
+    EXPECT_GE(p.fill, 0.96) << c.model;
+    EXPECT_EQ(p.partial_bytes, size_t(c.units * c.H * 4)) << c.model;
+    EXPECT_GE(int64_t(p.box_rows) * p.cols * 2, 4 * c.H) << c.model << ": a stage holds a gate/up column pair";
+  }
+  EXPECT_EQ(ops::decode_split_plan(8, 7168, 2048, 132, 64, 0).cols, 64);
+  // 128 columns where they divide I, whatever the fill (Mixtral: 224 units,
+  // Qwen3-30B: 48); else the best fill (I = 1000: 40 columns, 200 units).
+  EXPECT_EQ(ops::decode_split_plan(2, 4096, 14336, 132, 0, 0).cols, 128);
+  EXPECT_EQ(ops::decode_split_plan(8, 2048, 768, 132, 0, 0).units, 48);
+  EXPECT_EQ(ops::decode_split_plan(8, 4096, 1000, 132, 0, 0).cols, 40);
+  TC_EXPECT_ERROR(ops::decode_split_plan(8, 7168, 2048, 132, 40, 0), ErrorKind::kInvalidArgument,
+                  "decode_split_cols", "40");  // does not divide I
+  TC_EXPECT_ERROR(ops::decode_split_plan(8, 7168, 2048, 132, 48, 0), ErrorKind::kInvalidArgument,
+                  "decode_split_cols", "48");  // under H / 128 = 56: no box holds a column pair
+  TC_EXPECT_ERROR(ops::decode_split_plan(8, 7168, 2048, 132, 0, 104), ErrorKind::kInvalidArgument,
+                  "decode_split_box_rows", "[112, 256]");
+}
+
 // 9..64 rows per expert: on sm_90 (what kernel listings assume without a
 // GPU) both projections take 64-row tiles on the warp-specialised kernel;
 // the mapping pads to 64. Elsewhere the arch-neutral heights (here 32).
@@ -1002,6 +1099,46 @@ TEST(FusedMoeCpu, DeepSeekLikePrefillPairsTheGateUp) {
     }
     EXPECT_EQ(pairs, want) << "T = " << T;
     EXPECT_EQ(gated_pairs, want) << "T = " << T;
+  }
+}
+
+// decode_split = -1 (the default) takes the one-kernel decode path at T = 1
+// at 128 columns per slice where its (slot, slice) units fill the SMs'
+// waves to 90% (132 SMs assumed without a GPU): DeepSeek-V3 and Kimi-K2
+// (128 units); not Mixtral (224: 85% of two waves), Qwen3-235B (96) or
+// Qwen3-30B (48), nor I = 1000 (no 128-column slices); never where turned off.
+TEST(FusedMoeCpu, DecodeSplitChoice) {
+  if (rt::driver_available() && (rt::device_info(0).sm_count != 132 || rt::device_info(0).cc_major != 9))
+    GTEST_SKIP() << "the cases assume an sm_90 GPU of 132 SMs (or none: the listing assumes it); this one has "
+                 << rt::device_info(0).sm_count << " SMs, sm_" << rt::device_info(0).cc_major << "x";
+  void* fake = reinterpret_cast<void*>(uintptr_t(1) << 20);  // the choice reads shapes and alignment only
+  const Device dev{DeviceType::kCUDA, 0};
+  auto view = [&](std::initializer_list<int64_t> shape) { return TensorView(fake, DType::kBF16, Shape(shape), dev); };
+  struct Case {
+    const char* model;
+    int64_t E, K, H, I;
+    bool split;
+  };
+  for (const Case& c : {Case{"deepseek-v3", 256, 8, 7168, 2048, true}, Case{"kimi-k2", 384, 8, 7168, 2048, true},
+                        Case{"qwen3-235b", 128, 8, 4096, 1536, false}, Case{"mixtral", 8, 2, 4096, 14336, false},
+                        Case{"qwen3-30b", 128, 8, 2048, 768, false}, Case{"I=1000", 64, 8, 4096, 1000, false}}) {
+    ops::FusedMoeArgs a;
+    a.x = view({1, c.H});
+    a.out = view({1, c.H});
+    a.w_router = view({c.E, c.H});
+    a.w_gate.stacked = view({c.E, c.I, c.H});
+    a.w_up.stacked = view({c.E, c.I, c.H});
+    a.w_down.stacked = view({c.E, c.H, c.I});
+    ops::FusedMoeParams p;
+    p.top_k = int(c.K);
+    EXPECT_EQ(ops::fused_moe_uses_decode_split(a, p), c.split) << c.model;
+    int split_kernels = 0;
+    for (const jit::KernelSpec& spec : ops::fused_moe_kernel_specs(a, p))
+      split_kernels += spec.function.find("decode_split") != std::string::npos;
+    EXPECT_EQ(split_kernels, c.split ? 2 : 0) << c.model;
+    ops::FusedMoeOptions off;
+    off.decode_split = 0;
+    EXPECT_FALSE(ops::fused_moe_uses_decode_split(a, p, off)) << c.model;
   }
 }
 

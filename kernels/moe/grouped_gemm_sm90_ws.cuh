@@ -58,16 +58,6 @@ namespace tc::moe {
 __device__ __forceinline__ void mbar_arrive_on_cp_async(unsigned long long* bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
-// Tensor copy of one box at coordinates (c0, c1, c2) into shared memory,
-// completing `bytes` of the barrier's transaction count.
-__device__ __forceinline__ void tma_load_3d(void* dst, const TmaDesc* map, int c0, int c1, int c2,
-                                            unsigned long long* bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::
-          "r"(smem_addr(dst)), "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2),
-      "r"(smem_addr(bar))
-      : "memory");
-}
 // The same box into the same shared-memory offset of every CTA in `mask`
 // (cluster ranks), completing `bytes` on each one's barrier at that offset.
 __device__ __forceinline__ void tma_load_3d_multicast(void* dst, const TmaDesc* map, int c0, int c1, int c2,

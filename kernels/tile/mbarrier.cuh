@@ -55,6 +55,18 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned b
               : "memory");
 }
 
+// Tensor copy of one box at coordinates (c0, c1, c2) of the tensor map
+// `map` (a CUtensorMap in parameter, constant or global memory) into shared
+// memory (128-byte aligned), completing the box's bytes on `bar`.
+__device__ __forceinline__ void tma_load_3d(void* dst, const void* map, int c0, int c1, int c2,
+                                            unsigned long long* bar) {
+  TC_SM90_ASM(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::
+          "r"(smem_addr(dst)), "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2),
+      "r"(smem_addr(bar))
+      : "memory");
+}
+
 #undef TC_SM90_ASM
 
 }  // namespace tc

@@ -81,6 +81,22 @@ struct FusedMoeOptions {
   // rarely share an expert, (T - 1) K <= E / 10, so reading each slot's
   // weights on its own re-reads few (T = 1 always).
   int decode = -1;
+  // On the decode path at T = 1: 1 = one streaming kernel for both
+  // projections with the down projection split along I, then a combine
+  // kernel (kernels/moe/decode_split.cuh; an error where it does not apply:
+  // sm_90, stacked [N, K] weights, I a multiple of 128, H a multiple of 8 up
+  // to 8192); 0 = the two grouped GEMM launches; -1 = choose (the one
+  // kernel where it applies and its (slot, 128-column) units fill the SMs'
+  // waves to 90%: DeepSeek-V3 and Kimi-K2 on the H200). Its sums run in
+  // another fp32 order than the two launches' (each deterministic).
+  int decode_split = -1;
+  // decode_split's columns of I per unit (a multiple of 8 up to 128 that
+  // divides I): 0 = choose (the width whose units fill the SMs' waves best).
+  int decode_split_cols = 0;
+  // decode_split's rows of H per down box, which sets its ring's stage
+  // (rows x cols x 2 bytes): 0 = choose (stages of about 32 KB that hold
+  // whole gate/up pieces), else a multiple of 8 up to 256.
+  int decode_split_box_rows = 0;
   jit::CompileOptions compile;
 };
 
@@ -92,8 +108,10 @@ void validate_fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, DeviceTy
 // Whether fused_moe takes the decode path (FusedMoeOptions::decode) for these
 // arguments; throws where decode = 1 asks for it and it does not apply.
 bool fused_moe_uses_decode(const FusedMoeArgs& a, const FusedMoeParams& p, const FusedMoeOptions& o = {});
+// Whether that decode path is the one-kernel form (FusedMoeOptions::decode_split).
+bool fused_moe_uses_decode_split(const FusedMoeArgs& a, const FusedMoeParams& p, const FusedMoeOptions& o = {});
 // Bytes of workspace a call with these shapes needs.
-size_t fused_moe_workspace_bytes(const FusedMoeArgs& a, const FusedMoeParams& p);
+size_t fused_moe_workspace_bytes(const FusedMoeArgs& a, const FusedMoeParams& p, const FusedMoeOptions& o = {});
 // The tile height the mapping pads to and both grouped GEMMs use.
 int fused_moe_block_m(const FusedMoeArgs& a, const FusedMoeParams& p, const FusedMoeOptions& o = {});
 // Kernels the chain compiles for these shapes (for `compile` / `inspect`) on

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "moe/decode_split_params.cuh"
 #include "ops/check.h"
+#include "ops/moe/decode_split.h"
 #include "tilecraft/error.h"
 #include "tilecraft/ops/moe_fused_mapping.h"
 #include "tilecraft/ops/moe_reduce_fused.h"
@@ -60,9 +62,11 @@ struct Carver {
 
 struct Buffers {
   TensorView logits, ids, weights, counts, offsets, slot_pos, pos_to_token, tile_expert, num_tiles, h, y;
+  void* partial = nullptr;  // the one-kernel decode path's fp32 partials (decode_split), else null
 };
 
-Buffers carve(const FusedMoeArgs& a, const Dims& d, int64_t bm, CUdeviceptr base, size_t* bytes) {
+Buffers carve(const FusedMoeArgs& a, const Dims& d, int64_t bm, CUdeviceptr base, size_t* bytes,
+              size_t partial_bytes = 0) {
   const int64_t rows = moe_fused_mapping_rows(d.T, d.K, d.E, bm);
   const Device dev{DeviceType::kCUDA, a.x.device.index};
   Carver c{base, 0};
@@ -82,6 +86,7 @@ Buffers carve(const FusedMoeArgs& a, const Dims& d, int64_t bm, CUdeviceptr base
   b.num_tiles = view(DType::kI32, {1});
   b.h = view(a.x.dtype, {rows, d.I});
   b.y = view(a.x.dtype, {rows, d.H});
+  if (partial_bytes) b.partial = reinterpret_cast<void*>(c.take(partial_bytes));
   *bytes = c.used;
   return b;
 }
@@ -190,6 +195,41 @@ bool decode_path(const FusedMoeArgs& a, const Dims& d, const FusedMoeOptions& o)
   return why.empty() && (o.decode == 1 || (d.T - 1) * d.K * 10 <= d.E);
 }
 
+DecodeSplitPlan split_plan(const Dims& d, const FusedMoeOptions& o, int sm_count) {
+  return decode_split_plan(d.K, d.H, d.I, sm_count, o.decode_split_cols, o.decode_split_box_rows);
+}
+
+// Whether the decode path runs as one kernel + combine (decode_split), on a
+// GPU of compute capability cc with sm_count SMs (0: unknown, listings
+// without a GPU; taken as the H200's 132): an error where it was asked for
+// and cannot run.
+//
+// Chosen where its units, (slot, slice of I), fill the SMs' waves to 90%
+// or more (decode_split_plan picks the slice width for that): each CTA
+// streams its units' weights alone, so an SM without a unit in the last
+// wave leaves its share of the bandwidth unused; and only at 128 columns
+// per slice, the one width measured to win. Measured on the H200
+// (docs/perf/fused_moe.md, session 23): DeepSeek-V3 and Kimi-K2 T = 1 (128
+// units on 132 SMs, 97%) take 173-174 us for the experts against 176-178
+// for two launches; at 128 columns Qwen3-235B (96 units, 73%) 85 against
+// 83 and Mixtral (224 units, 85% of two waves) 190 against 172.
+bool split_path(const FusedMoeArgs& a, const Dims& d, const FusedMoeOptions& o, int cc, int sm_count) {
+  if (o.decode_split == 0) return false;
+  if (o.decode_split < 0) {
+    if (!decode_path(a, d, o) || !decode_split_blocker(a, d.T, d.H, d.I, cc).empty()) return false;
+    const DecodeSplitPlan plan = split_plan(d, o, sm_count);
+    return plan.cols == 128 && plan.fill >= 0.9;
+  }
+  TC_CHECK_ARG(decode_path(a, d, o), kOp, "decode_split", "the decode path (decode=1, or chosen at decode sizes)",
+               "the mapped path");
+  const std::string why = decode_split_blocker(a, d.T, d.H, d.I, cc);
+  TC_CHECK_ARG(why.empty(), kOp, "decode_split",
+               "T = 1 on sm_90 with stacked [N, K] weights, I a multiple of 128 and H a multiple of 8 up to 8192",
+               why);
+  split_plan(d, o, sm_count);  // an override that cannot run is an error here
+  return true;
+}
+
 // Gate and mapping in one launch (when both run): asked for, within the
 // fused kernel's register budget, and where the mapping runs on one block
 // (its last block builds the layout; many slots spread over several).
@@ -228,6 +268,18 @@ FusedMoeOptions fused_moe_options(const std::map<std::string, int>& config, cons
                    fmt::format("gate_tokens_per_block 0 (choose) or 1..{}", kMoeTopkGateMappingMaxTokensPerBlock),
                    std::to_string(v));
       m.gate_tokens_per_block = v;
+    } else if (k == "decode_split") {
+      TC_CHECK_ARG(v >= -1 && v <= 1, kOp, arg,
+                   "decode_split 0 (two launches), 1 (one kernel + combine) or -1 (choose)", std::to_string(v));
+      m.decode_split = v;
+    } else if (k == "decode_split_cols") {
+      TC_CHECK_ARG(v >= 0 && v <= tc::moe::kSplitMaxCols && v % 8 == 0, kOp, arg,
+                   "decode_split_cols 0 (choose) or a multiple of 8 up to 128", std::to_string(v));
+      m.decode_split_cols = v;
+    } else if (k == "decode_split_box_rows") {
+      TC_CHECK_ARG(v >= 0 && v <= tc::moe::kSplitMaxBoxRows && v % 8 == 0, kOp, arg,
+                   "decode_split_box_rows 0 (choose) or a multiple of 8 up to 256", std::to_string(v));
+      m.decode_split_box_rows = v;
     } else if (k == "decode") {
       TC_CHECK_ARG(v >= -1 && v <= 1, kOp, arg, "decode 0 (mapped path), 1 (decode path) or -1 (choose)",
                    std::to_string(v));
@@ -310,6 +362,12 @@ bool fused_moe_uses_decode(const FusedMoeArgs& a, const FusedMoeParams& p, const
   return decode_path(a, dims_of(a, p), o);
 }
 
+bool fused_moe_uses_decode_split(const FusedMoeArgs& a, const FusedMoeParams& p, const FusedMoeOptions& o) {
+  validate_fused_moe(a, p, DeviceType::kCUDA);
+  const int dev = a.x.device.index;
+  return split_path(a, dims_of(a, p), o, listing_cc_major(0, dev), sm_count_if_gpu(dev));
+}
+
 namespace {
 // Runs f, one projection's config or launch: an argument error from the
 // grouped GEMM gains the projection and its config prefix, so the layer's
@@ -339,9 +397,12 @@ int fused_moe_block_m(const FusedMoeArgs& a, const FusedMoeParams& p, const Fuse
   return layer_block_m(a, p, o, cc_major_if_gpu(a.x.device.index));
 }
 
-size_t fused_moe_workspace_bytes(const FusedMoeArgs& a, const FusedMoeParams& p) {
+size_t fused_moe_workspace_bytes(const FusedMoeArgs& a, const FusedMoeParams& p, const FusedMoeOptions& o) {
+  const Dims d = dims_of(a, p);
+  const int dev = a.x.device.index, sms = sm_count_if_gpu(dev);
+  const size_t partial = split_path(a, d, o, listing_cc_major(0, dev), sms) ? split_plan(d, o, sms).partial_bytes : 0;
   size_t bytes = 0;
-  carve(a, dims_of(a, p), fused_moe_block_m(a, p), 0, &bytes);
+  carve(a, d, fused_moe_block_m(a, p, o), 0, &bytes, partial);
   return bytes;
 }
 
@@ -367,8 +428,13 @@ std::vector<jit::KernelSpec> fused_moe_kernel_specs(const FusedMoeArgs& a, const
   };
   add_gemm(router_args(a, b), {});
   MoeTopkGateArgs g{b.logits, a.bias, b.ids, b.weights};
+  const bool split = split_path(a, d, o, cc, sms);  // before the branch: decode_split=1 off the decode path is an error
   if (decode_path(a, d, o)) {
     if (!p.given_routing) specs.push_back(moe_topk_gate_kernel_spec(g, p.gate));
+    if (split) {
+      for (auto& s : decode_split_kernel_specs(a.x.dtype, a.out.dtype, split_plan(d, o, sms).cols)) specs.push_back(s);
+      return specs;
+    }
     add_projection(true, decode_gate_up_args(a, b, d), o.gate_up);
     add_projection(false, decode_down_args(a, b, d), o.down);
     return specs;
@@ -396,8 +462,11 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
   const int dev = a.x.device.index;
   const rt::DeviceInfo info = rt::device_info(dev);  // one lookup (a copy under a lock) per call
   const int64_t bm = layer_block_m(a, p, o, info.cc_major);
+  const bool split = split_path(a, d, o, info.cc_major, info.sm_count);
+  DecodeSplitPlan plan;
+  if (split) plan = split_plan(d, o, info.sm_count);
   size_t bytes = 0;
-  carve(a, d, bm, 0, &bytes);
+  carve(a, d, bm, 0, &bytes, plan.partial_bytes);
   std::optional<rt::ScratchBuffer> scratch;
   CUdeviceptr base = 0;
   if (ws) {
@@ -407,7 +476,7 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
     scratch.emplace(bytes, stream);
     base = scratch->get();
   }
-  const Buffers b = carve(a, d, bm, base, &bytes);
+  const Buffers b = carve(a, d, bm, base, &bytes, plan.partial_bytes);
 
   auto options = [&](const MoeGroupedGemmConfig& config) {
     MoeGroupedGemmOptions go;
@@ -424,6 +493,11 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
   const MoeTopkGateArgs gate_args{b.logits, a.bias, b.ids, b.weights};
   if (decode_path(a, d, o)) {  // gate, gate/up, down + combine
     if (route && runs(o, FusedMoeStage::kGate)) moe_topk_gate(gate_args, p.gate, stream, o.compile);
+    if (split) {  // the streaming kernel is the gate/up stage, the combine the down stage
+      decode_split(a, b.ids, b.weights, b.partial, plan, stream, o.compile, runs(o, FusedMoeStage::kGateUp),
+                   runs(o, FusedMoeStage::kDown));
+      return;
+    }
     if (runs(o, FusedMoeStage::kGateUp)) project(true, decode_gate_up_args(a, b, d));
     if (runs(o, FusedMoeStage::kDown)) project(false, decode_down_args(a, b, d));
     return;

@@ -377,7 +377,13 @@ class FusedMoeAdapter final : public OpAdapter {
     };
     std::vector<TimedScope> v;
     if (L.router) v.push_back({"routing", "router GEMM + top-k gate", stages({S::kRouter, S::kGate}), 2 * L.T * H * L.E});
-    if (ops::fused_moe_uses_decode(a, p, lo)) {
+    if (ops::fused_moe_uses_decode_split(a, p, lo)) {
+      if (L.router)
+        v.push_back({"gate_mapping", "top-k gate, logits given (decode path: no mapping)", stages({S::kGate})});
+      v.push_back({"gate_up", "decode split: gate/up, silu*up and down per 128-column slice of I (fp32 partials)",
+                   stages({S::kGateUp}), expert_flops});
+      v.push_back({"down", "decode split: combine (slices, then slots weighted, in order)", stages({S::kDown})});
+    } else if (ops::fused_moe_uses_decode(a, p, lo)) {
       // The decode path: no mapping, and the combine runs inside the down
       // projection, so those two have no stage of their own.
       if (L.router)

@@ -12,7 +12,7 @@
 namespace tilecraft::ops {
 
 void encode_tma_map(tc::moe::TmaDesc& d, const void* base, DType dtype, const int64_t (&dims)[3],
-                    const int64_t (&strides)[2], const int (&box)[2]) {
+                    const int64_t (&strides)[2], const int (&box)[2], bool swizzle128) {
   static_assert(sizeof(tc::moe::TmaDesc) == sizeof(CUtensorMap), "TmaDesc mirrors CUtensorMap");
   // Weights are the same tensors call after call, and per-expert weights need
   // one map per expert and matrix per launch: reuse what was encoded (~1 us
@@ -21,7 +21,7 @@ void encode_tma_map(tc::moe::TmaDesc& d, const void* base, DType dtype, const in
   static std::mutex mu;
   static std::map<Key, tc::moe::TmaDesc> cache;
   const Key key{int64_t(reinterpret_cast<uintptr_t>(base)), int64_t(dtype), dims[0], dims[1], dims[2],
-                strides[0], strides[1], int64_t(box[0]) << 32 | int64_t(box[1]), 0};
+                strides[0], strides[1], int64_t(box[0]) << 32 | int64_t(box[1]), int64_t(swizzle128)};
   {
     std::lock_guard<std::mutex> lock(mu);
     if (auto it = cache.find(key); it != cache.end()) {
@@ -39,7 +39,8 @@ void encode_tma_map(tc::moe::TmaDesc& d, const void* base, DType dtype, const in
                                 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
          3,
          const_cast<void*>(base), gdims, gstrides, gbox, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+         swizzle128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   std::memcpy(&d, &m, sizeof(m));
   std::lock_guard<std::mutex> lock(mu);
   if (cache.size() >= 4096) cache.clear();  // bounded: fresh weights on every call cannot grow it forever

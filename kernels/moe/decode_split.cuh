@@ -1,0 +1,327 @@
+#pragma once
+// fused_moe's decode path at T = 1 in one streaming kernel plus a small
+// combine (decode_split; sm_90, stacked [N, K] weights, I a multiple of 8).
+//
+// Why: the two-kernel decode path (gate/up, then down + combine) waits for
+// the whole gate/up grid before the down projection reads anything. Here
+// the down projection is split along I: the CTA that computes a slice of
+// W columns of one slot's h (a template argument, chosen by the host) also multiplies it by the same columns
+// of that slot's down weights, so no CTA waits for another; the combine
+// kernel then adds the slices and the slots in a fixed order.
+//
+// Units: (slot j, slice s), u = j * slices + s; CTA b takes an even
+// contiguous range of them. Per unit the producer (one lane of the last
+// warp) streams into a ring of stages of box_rows x W x 2 bytes:
+//   - gate/up pieces: gu_cols consecutive columns of the slice, their gate
+//     rows then their up rows (two bulk copies), dotted with the token's x
+//     (in shared memory, copied once);
+//   - down boxes: rows r .. r + box_rows of the expert's [H, I] down
+//     matrix, the slice's W columns (one tensor copy; rows past H
+//     are zeros).
+// Warps 2s and 2s + 1 consume stage s. A gate/up piece: the even warp dots
+// the gate rows, the odd one the up rows; then h = silu(gate) * up, rounded
+// to the activation type as the stored h of the two-kernel path is, goes to
+// the unit's h buffer (two, by the unit's parity within the CTA), and the
+// piece counts itself in h_ready[parity]. A down box waits for
+// h_ready (all the unit's pieces), takes its rows W / 8 lanes per row (the
+// rows of a step are contiguous: no bank conflicts), writes one fp32 partial per row to
+// partial[u][row], and counts itself in h_free[parity], which lets the
+// gate/up pieces of the CTA's unit two further on refill the buffer. The
+// producer issues a unit's pieces before its boxes, so whatever a consumer
+// waits on is already in a stage: no cycle.
+//
+// h_ready and h_free are monotonic counters in shared memory, not
+// mbarriers: a down box may reach its stage while its buffer's previous
+// unit's pieces are still unconsumed, and a parity wait on an mbarrier two
+// phases behind passes at once (a fresh barrier counts as having completed
+// the phase of parity 1). scripts/decode_split_protocol_model.py found it.
+//
+// The combine (decode_split_combine_kernel): out[n] = sum over slots j in
+// order of scale_j * round_out(sum over slices s in order of
+// partial[j, s][n]), rounded: the two-kernel path's rounding, another fp32
+// order (deterministic, not the same bits).
+#include "moe/decode_split_params.cuh"
+#include "moe/grouped_gemv.cuh"
+#include "tile/grid_dependency.cuh"
+#include "tile/mbarrier.cuh"
+
+namespace tc::moe {
+
+template <typename T, typename OutT, int W>
+struct DecodeSplit {
+  static_assert(W % 8 == 0 && W >= 8 && W <= kSplitMaxCols, "W: a multiple of 8 up to kSplitMaxCols");
+  // Down boxes: kLanes lanes per row (a power of two, at least W / 8): lane
+  // l of a row takes its columns 8 l .. 8 l + 7 (lanes past W / 8 add
+  // zeros), so a warp reads kStep rows per step. A compile-time width keeps
+  // the row loop unrolled and its loads batched: with W at run time the
+  // kernel took 208 us at DeepSeek-V3 T = 1 against 170 (H200, session 23).
+  static constexpr int kLanes = W > 64 ? 16 : W > 32 ? 8 : W > 16 ? 4 : W > 8 ? 2 : 1;
+  static constexpr int kStep = 32 / kLanes;
+  static constexpr bool kLive = 8 * kLanes == W;  // every lane of a row has columns
+  static_assert(sizeof(T) == 2, "16-bit inputs");
+  static constexpr int kMaxGuCols = 64;
+
+  struct Piece {
+    int kind;   // 0: gate/up columns [at, at + n) of the slice; 1: down rows [at, at + n); -1: end
+    int lunit;  // the unit's index within this CTA (its h buffer: lunit % 2)
+    int unit;   // its global index (partial row)
+    int at, n;
+  };
+  struct Shared {
+    unsigned long long full[kSplitMaxStages], empty[kSplitMaxStages];
+    unsigned long long x_full;
+    unsigned h_ready[2], h_free[2];  // counts: gate/up pieces written to h[b], down boxes done reading it
+    Piece piece[kSplitMaxStages];
+    float sum[kSplitMaxStages][2 * kMaxGuCols];  // a gate/up piece's row sums
+    float h[2][kSplitMaxCols];                  // a unit's h slice, by parity
+  };
+
+  // The ring starts past x, 1 KB aligned (tensor copies need 128 bytes).
+  static __device__ __forceinline__ long long ring_offset(const DecodeSplitParams& p) {
+    return ((long long)p.H * sizeof(T) + 1023) / 1024 * 1024 / sizeof(T);
+  }
+
+  // Spins until the counter reaches `target`, then orders what its
+  // increments released before this warp's reads (one lane waits).
+  static __device__ __forceinline__ void wait_count(const unsigned* counter, unsigned target, int lane) {
+    if (lane == 0)
+      while (*static_cast<const volatile unsigned*>(counter) < target) __nanosleep(32);
+    __syncwarp();
+    __threadfence_block();
+  }
+  // Adds one to the counter after this warp's writes (lane 0; the caller
+  // has synced the warp).
+  static __device__ __forceinline__ void count(unsigned* counter) {
+    __threadfence_block();
+    atomicAdd(counter, 1u);
+  }
+
+  static __device__ __forceinline__ void units_of_cta(const DecodeSplitParams& p, int& u0, int& u1) {
+    const long long units = (long long)p.S * p.slices;
+    u0 = int(units * blockIdx.x / gridDim.x);
+    u1 = int(units * (blockIdx.x + 1) / gridDim.x);
+  }
+
+  static __device__ __forceinline__ void produce(const DecodeSplitLaunch& L, Shared& sh, T* smem) {
+    const DecodeSplitParams& p = L.p;
+    const int S = p.stages;
+    T* ring = smem + ring_offset(p);
+    const int R = p.box_rows;
+    const long long kStageElems = (long long)R * W;
+    const unsigned row_bytes = unsigned(p.H) * sizeof(T);
+    mbar_arrive_expect_tx(&sh.x_full, row_bytes);
+    bulk_load(smem, p.x, row_bytes, &sh.x_full);
+    unsigned k = 0;
+    // Stage k % S for piece `pc` of `bytes`: waits for its previous use's release.
+    auto claim = [&](const Piece& pc, unsigned bytes) {
+      const int s = k % S;
+      if (k >= unsigned(S)) mbar_wait(&sh.empty[s], ((k - S) / S) & 1);
+      sh.piece[s] = pc;
+      mbar_arrive_expect_tx(&sh.full[s], bytes);
+      return ring + s * kStageElems;
+    };
+    int u0, u1;
+    units_of_cta(p, u0, u1);
+    for (int u = u0, lu = 0; u < u1; ++u) {
+      const int slot = u / p.slices, slice = u % p.slices, e = p.ids[slot];
+      if (e < 0 || e >= p.E) continue;  // adds nothing: no pieces, no partials (the combine skips the slot)
+      const long long first_row = (long long)e * p.I + (long long)slice * W;
+      const T* gate = static_cast<const T*>(p.w_gate) + first_row * p.H;
+      const T* up = static_cast<const T*>(p.w_up) + first_row * p.H;
+      for (int c = 0; c < W; c += p.gu_cols, ++k) {
+        const int n = min(p.gu_cols, W - c);
+        const unsigned bytes = unsigned(n) * row_bytes;
+        T* st = claim(Piece{0, lu, u, c, n}, 2 * bytes);
+        bulk_load(st, gate + (long long)c * p.H, bytes, &sh.full[k % S]);
+        bulk_load(st + (long long)n * p.H, up + (long long)c * p.H, bytes, &sh.full[k % S]);
+      }
+      for (int r = 0; r < p.H; r += R, ++k) {
+        // The whole box's bytes count, rows past H included (zeros).
+        T* st = claim(Piece{1, lu, u, r, min(R, p.H - r)}, unsigned(R * W * sizeof(T)));
+        tma_load_3d(st, &L.down, slice * W, r, e, &sh.full[k % S]);
+      }
+      ++lu;
+    }
+    for (int i = 0; i < S; ++i, ++k) {  // every consumer pair's end
+      const int s = k % S;
+      if (k >= unsigned(S)) mbar_wait(&sh.empty[s], ((k - S) / S) & 1);
+      sh.piece[s].kind = -1;
+      mbar_arrive(&sh.full[s]);
+    }
+    // x's copy has landed before the CTA can exit (a CTA with no live unit
+    // has no consumer that waits for it).
+    mbar_wait(&sh.x_full, 0);
+  }
+
+  // Dot products of rows w, w + H, ... (NR of them) with x, lane l taking
+  // 8-element chunks l, l + 32, ...: out[i] in every lane.
+  template <int NR>
+  static __device__ __forceinline__ void dot_rows(const T* w, const T* x, int H, int lane, float (&out)[NR]) {
+    float acc[NR];
+#pragma unroll
+    for (int i = 0; i < NR; ++i) acc[i] = 0.f;
+#pragma unroll 2
+    for (int q = lane; q < H / 8; q += 32) {
+      const Vec<T, 8> xv = load_shared<T, 8>(x + 8 * q);
+      float xf[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) xf[j] = to_float(xv.v[j]);
+#pragma unroll
+      for (int i = 0; i < NR; ++i) {
+        const Vec<T, 8> wv = load_shared<T, 8>(w + (long long)i * H + 8 * q);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i] = fmaf(to_float(wv.v[j]), xf[j], acc[i]);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < NR; ++i) {
+      out[i] = acc[i];
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) out[i] += __shfl_xor_sync(0xffffffffu, out[i], off);
+    }
+  }
+
+  static __device__ __forceinline__ void consume(const DecodeSplitLaunch& L, Shared& sh, const T* smem, int warp) {
+    const DecodeSplitParams& p = L.p;
+    const int lane = threadIdx.x % 32, st = warp / 2, half = warp % 2;
+    const T* x = smem;
+    const int R = p.box_rows;
+    const T* stage = smem + ring_offset(p) + (long long)st * R * W;
+    bool have_x = false;
+    for (unsigned use = 0;; ++use) {
+      mbar_wait(&sh.full[st], use & 1);
+      const Piece pc = sh.piece[st];
+      if (pc.kind < 0) break;
+      const int b = pc.lunit & 1;
+      if (pc.kind == 0) {
+        if (!have_x) mbar_wait(&sh.x_full, 0), have_x = true;
+        // The h buffer's previous unit (two back) has had all its boxes read.
+        const unsigned boxes = unsigned(p.H + R - 1) / R;
+        if (pc.lunit >= 2) wait_count(&sh.h_free[b], unsigned(pc.lunit >> 1) * boxes, lane);
+        // This warp's matrix: the even warp the gate rows, the odd one the up rows.
+        const T* rows = stage + (long long)half * pc.n * p.H;
+        int i = 0;
+        for (; i + 4 <= pc.n; i += 4) {
+          float v[4];
+          dot_rows<4>(rows + (long long)i * p.H, x, p.H, lane, v);
+          if (lane == 0)
+            for (int j = 0; j < 4; ++j) sh.sum[st][half * kMaxGuCols + i + j] = v[j];
+        }
+        for (; i < pc.n; ++i) {
+          float v[1];
+          dot_rows<1>(rows + (long long)i * p.H, x, p.H, lane, v);
+          if (lane == 0) sh.sum[st][half * kMaxGuCols + i] = v[0];
+        }
+        asm volatile("bar.sync %0, 64;\n" ::"r"(1 + st) : "memory");  // both matrices' sums are written
+        if (half != 0) continue;
+        for (int c = lane; c < pc.n; c += 32) {
+          const float v = gemm_silu(sh.sum[st][c]) * sh.sum[st][kMaxGuCols + c];
+          sh.h[b][pc.at + c] = to_float(from_float<T>(v));  // as the two-kernel path stores h
+        }
+        __syncwarp();
+        if (lane == 0) {
+          count(&sh.h_ready[b]);
+          mbar_arrive(&sh.empty[st]);
+        }
+      } else {
+        // Every piece of this unit has written h (each earlier unit of the
+        // buffer counted its pieces too).
+        const unsigned pieces = unsigned(W + p.gu_cols - 1) / p.gu_cols;
+        wait_count(&sh.h_ready[b], unsigned((pc.lunit >> 1) + 1) * pieces, lane);
+        const int l = lane % kLanes, sub = lane / kLanes;
+        const bool live = kLive || 8 * l < W;
+        float hv[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) hv[j] = live ? sh.h[b][8 * l + j] : 0.f;
+        float* out = p.partial + (long long)pc.unit * p.H + pc.at;
+        // The warp's half of the box, kStep rows per step: a uniform loop
+        // (R is a multiple of 8, so with kStep <= 4 every step is inside
+        // the half; wider steps check). Rows past the matrix are zeros in
+        // the stage and are not stored.
+        const int end = half ? R : R / 2;
+#pragma unroll 4
+        for (int r0 = half * (R / 2); r0 < end; r0 += kStep) {
+          const int r = r0 + sub;
+          const bool row = kStep <= 4 || r < end;
+          float acc = 0.f;
+          if (row && live) {
+            const Vec<T, 8> wv = load_shared<T, 8>(stage + (long long)r * W + 8 * l);
+#pragma unroll
+            for (int j = 0; j < 8; ++j) acc = fmaf(to_float(wv.v[j]), hv[j], acc);
+          }
+#pragma unroll
+          for (int off = kLanes / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+          if (l == 0 && row && r < pc.n) out[r] = acc;
+        }
+        asm volatile("bar.sync %0, 64;\n" ::"r"(1 + st) : "memory");  // both halves have read h and the stage
+        if (half == 0 && lane == 0) {
+          count(&sh.h_free[b]);
+          mbar_arrive(&sh.empty[st]);
+        }
+      }
+    }
+  }
+};
+
+template <typename T, typename OutT, int W>
+__global__ void __launch_bounds__(kSplitThreads, 1) decode_split_kernel(const __grid_constant__ DecodeSplitLaunch L) {
+  using D = DecodeSplit<T, OutT, W>;
+  extern __shared__ __align__(1024) unsigned char smem_bytes[];
+  __shared__ typename D::Shared sh;
+  const DecodeSplitParams& p = L.p;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < p.stages; ++s) mbar_init(&sh.full[s], 1), mbar_init(&sh.empty[s], 1);
+    mbar_init(&sh.x_full, 1);
+    sh.h_ready[0] = sh.h_ready[1] = sh.h_free[0] = sh.h_free[1] = 0;
+    mbar_init_fence();
+  }
+  __syncthreads();
+  // (The host adds 1 KB: the ring's tensor copies need aligned stages.)
+  T* smem = reinterpret_cast<T*>((reinterpret_cast<unsigned long long>(smem_bytes) + 1023) & ~1023ull);
+  // ids come from the gate (the previous kernel); partials and out are
+  // written here and read by the combine after it.
+  grid_dependency_begin();
+  if (threadIdx.x >= kSplitThreads - 32) {
+    if (threadIdx.x == kSplitThreads - 32) D::produce(L, sh, smem);
+    return;
+  }
+  const int warp = threadIdx.x / 32;
+  if (warp < 2 * p.stages) D::consume(L, sh, smem, warp);
+}
+
+// out[n] for n < H. A CTA takes kCombineCols columns; its warp g sums the
+// slices of slots g, g + 8, ... (slice order fixed, loads independent: the
+// combine is latency-bound, and one thread per column walking every
+// partial row in turn took 14 us at DeepSeek-V3 T = 1), leaves each slot's
+// rounded sum in shared memory, and warp 0 chains the slots in order.
+template <typename T, typename OutT>
+__global__ void __launch_bounds__(kCombineThreads) decode_split_combine_kernel(const DecodeSplitParams p) {
+  extern __shared__ float slot_sum[];  // [S][kCombineCols]
+  grid_dependency_begin();
+  const int c = threadIdx.x % kCombineCols, g = threadIdx.x / kCombineCols;
+  const int n = blockIdx.x * kCombineCols + c;
+  if (n < p.H) {
+    for (int j = g; j < p.S; j += kCombineThreads / kCombineCols) {
+      const int e = p.ids[j];
+      float y = 0.f;
+      if (e >= 0 && e < p.E) {
+        const float* row = p.partial + (long long)j * p.slices * p.H + n;
+#pragma unroll 8
+        for (int s = 0; s < p.slices; ++s) y += row[(long long)s * p.H];
+        y = to_float(from_float<OutT>(y));
+      }
+      slot_sum[j * kCombineCols + c] = y;
+    }
+  }
+  __syncthreads();
+  if (g != 0 || n >= p.H) return;
+  float o = 0.f;
+  for (int j = 0; j < p.S; ++j) {
+    const int e = p.ids[j];
+    if (e < 0 || e >= p.E) continue;
+    o = fmaf(p.scale ? p.scale[j] : 1.f, slot_sum[j * kCombineCols + c], o);
+  }
+  static_cast<OutT*>(p.out)[n] = from_float<OutT>(o);
+}
+
+}  // namespace tc::moe

@@ -1,0 +1,40 @@
+#pragma once
+// Kernel parameters of the one-kernel decode path (decode_split.cuh), shared
+// verbatim by kernel and host.
+#include "moe/grouped_gemm_params.cuh"
+
+namespace tc::moe {
+
+constexpr int kSplitMaxCols = 128;        // W: columns of I per unit (one down slice), a multiple of 8
+constexpr int kSplitMaxBoxRows = 256;     // R: rows of H per down box (R x 256 bytes = one stage; the
+                                          // tensor copy's limit), a multiple of 8
+constexpr int kSplitMaxStages = 8;
+constexpr int kSplitThreads = 16 * 32 + 32;  // two consumer warps per stage (those past the stages idle) + the producer
+constexpr int kCombineCols = 32;          // the combine kernel: columns per CTA (a warp's row of loads)
+constexpr int kCombineThreads = 256;      // 8 warps: slots j, j + 8, ... each
+
+struct DecodeSplitParams {
+  const void* x;      // [H]: the token (T = 1)
+  const int* ids;     // [S]: its slots' experts; outside [0, E): the slot adds nothing
+  const float* scale; // [S]: routing weights
+  const void* w_gate; // [E, I, H] stacked, rows contiguous along H
+  const void* w_up;   // [E, I, H]
+  float* partial;     // [S * slices, H]: unit u = slot * slices + slice, fp32 sums over the slice's columns
+  void* out;          // [H] (combine kernel)
+  int H, I, S, E;
+  int slices;         // I / W
+  int stages;         // ring stages of box_rows * W elements
+  int box_rows;       // R: rows of H per down box
+  int gu_cols;        // gate/up columns per piece (2 gu_cols rows of H fit a stage)
+};
+
+// The fused kernel's launch: the down weights' tensor map lives in the
+// parameter space (__grid_constant__), where the TMA unit reads it. Map:
+// the stacked [E, H, I] down weights, dims (I, H, E), boxes of W columns x
+// box_rows rows, no swizzle.
+struct DecodeSplitLaunch {
+  DecodeSplitParams p;
+  TmaDesc down;
+};
+
+}  // namespace tc::moe

@@ -1,0 +1,42 @@
+#pragma once
+// fused_moe's decode path at T = 1 as one streaming kernel plus a combine
+// (kernels/moe/decode_split.cuh; FusedMoeOptions::decode_split).
+#include <cuda.h>
+
+#include <string>
+#include <vector>
+
+#include "tilecraft/jit/kernel_spec.h"
+#include "tilecraft/jit/options.h"
+#include "tilecraft/ops/fused_moe.h"
+
+namespace tilecraft::ops {
+
+// Why the one-kernel path cannot run these arguments on a GPU of compute
+// capability cc_major ("" when it can).
+std::string decode_split_blocker(const FusedMoeArgs& a, int64_t T, int64_t H, int64_t I, int cc_major);
+// How the one-kernel path runs K slots at H and I on sm_count SMs (0:
+// unknown, taken as 132): the slice width W (`cols` where > 0, else 128
+// where it divides I, else the width whose (slot, slice) units fill the
+// SMs' waves best), the down box
+// height (`box_rows` where > 0, else stages of about 32 KB), and what
+// follows from them. A requested value that cannot run is an error naming
+// decode_split_cols or decode_split_box_rows.
+struct DecodeSplitPlan {
+  int cols = 0, box_rows = 0, stages = 0, gu_cols = 0, slices = 0;
+  int64_t units = 0;
+  double fill = 0;           // units / (waves x SMs)
+  size_t partial_bytes = 0;  // the fp32 partials in the workspace: units x H
+};
+DecodeSplitPlan decode_split_plan(int64_t K, int64_t H, int64_t I, int sm_count, int cols, int box_rows);
+// Its two kernels (the streaming one at `cols` columns per slice, the
+// combine), for compile listings.
+std::vector<jit::KernelSpec> decode_split_kernel_specs(DType act, DType out, int cols);
+// Launches the streaming kernel (stream_part) and the combine (combine) on
+// `stream`: ids and weights [1, K] (from the gate or the caller), partial:
+// plan.partial_bytes of device memory.
+void decode_split(const FusedMoeArgs& a, const TensorView& ids, const TensorView& weights, void* partial,
+                  const DecodeSplitPlan& plan, CUstream stream, const jit::CompileOptions& compile, bool stream_part,
+                  bool combine);
+
+}  // namespace tilecraft::ops
