@@ -6,7 +6,12 @@
 # showed wrong: a box could pass a wait two phases behind. It checks that nothing deadlocks, that every consumer reads
 # the piece the producer put in its stage after it landed, that a down box
 # reads the complete h slice of its own unit, and that no gate/up piece
-# writes an h buffer a down box of another unit may still read. Run it after
+# writes an h buffer a down box of another unit may still read. With several
+# CTAs and a balancing pool (the last `pool` boxes of every unit, claimed
+# through a global counter once every unit's h is published), it also checks
+# that a pool box reads a complete published h, that every box of every live
+# unit is computed exactly once, that no CTA waits for another, and that the
+# last CTA out leaves the counters at 0 after everyone's last use. Run it after
 # changing the protocol, before spending device time:
 #   python3 scripts/decode_split_protocol_model.py
 import os
@@ -38,25 +43,40 @@ class MBar:
         return (self.phase & 1) != parity
 
 
-def run(units, pieces_per_unit, boxes_per_unit, S, seed):
-    rnd = random.Random(seed)
+class Global:
+    """What the CTAs share: h_global, the counter pair, the boxes computed."""
+
+    def __init__(self, live_units, pool):
+        self.h = {}               # unit -> set of gate/up pieces written to h_global
+        self.published = 0        # high bits of sched[0]
+        self.claims = 0           # low bits of sched[0]
+        self.done = 0             # sched[1]
+        self.reset = False
+        self.live_units, self.pool = live_units, pool
+        self.computed = {}        # (unit, box) -> times
+
+
+def cta(units, pieces_per_unit, boxes_per_unit, S, pool, g, rnd, landings, ctas_left):
+    """One CTA's coroutines over its own (possibly dropped) units."""
+    own_boxes = boxes_per_unit - pool
     full = [MBar(1) for _ in range(S)]
     empty = [MBar(1) for _ in range(S)]
     x_full = MBar(1)
     h_ready = [MBar(pieces_per_unit) for _ in range(2)]   # (parity mode)
-    h_free = [MBar(boxes_per_unit) for _ in range(2)]
+    h_free = [MBar(max(own_boxes, 1)) for _ in range(2)]
     ready_count = [0, 0]  # counter mode
     free_count = [0, 0]
     stage = [None] * S       # what landed in each stage
     header = [None] * S      # the piece descriptor
     h = [dict(), dict()]     # buffer -> {piece index: unit}
     readers = [0, 0]         # boxes of a unit reading buffer b right now (by unit)
-    landings = []            # (bar, tx, action)
-    live = [u for u in range(units) if rnd.random() > 0.2]  # some slots are dropped: no pieces
+    live = [u for u in units if u in g.live_units]
+    finished = [0]
+    published = [0]  # this CTA's units published
 
     def producer():
         x_full.arrive(1)
-        landings.append((x_full, 1, None))
+        landings.append((x_full, 1, None, stage))
         k = 0
 
         def claim(piece):
@@ -68,14 +88,26 @@ def run(units, pieces_per_unit, boxes_per_unit, S, seed):
             header[s] = piece
             stage[s] = None
             full[s].arrive(1)
-            landings.append((full[s], 1, (s, piece)))
+            landings.append((full[s], 1, (s, piece), stage))
             k += 1
 
         for lu, u in enumerate(live):
             for i in range(pieces_per_unit):
                 yield from claim(('gu', lu, u, i))
-            for r in range(boxes_per_unit):
+            for r in range(own_boxes):
                 yield from claim(('box', lu, u, r))
+        if pool:
+            while published[0] < len(live):
+                yield
+            if g.published == len(g.live_units):
+                order = sorted(g.live_units)
+                while True:
+                    assert not g.reset, "claim after the counters were reset"
+                    v = g.claims
+                    g.claims += 1
+                    if v >= len(order) * pool:
+                        break
+                    yield from claim(('pool', 0, order[v % len(order)], own_boxes + v // len(order)))
         for _ in range(S):
             s = k % S
             if k >= S:
@@ -109,14 +141,26 @@ def run(units, pieces_per_unit, boxes_per_unit, S, seed):
                         while not h_free[b].done(((lu >> 1) - 1) & 1):
                             yield
                     else:
-                        while free_count[b] < (lu >> 1) * boxes_per_unit:
+                        while free_count[b] < (lu >> 1) * (own_boxes + (1 if pool else 0)):
                             yield
                 assert readers[b] == 0, f"unit {lu} writes h[{b}] while a box still reads it"
                 yield  # the dot products
                 h[b][i] = lu
                 h_ready[b].arrive()
                 ready_count[b] += 1
-            else:
+                if pool and ready_count[b] == ((lu >> 1) + 1) * pieces_per_unit:
+                    # The unit's last piece: copy the buffer out, then publish.
+                    for j in range(pieces_per_unit):
+                        assert h[b].get(j) == lu, f"copy of unit {lu} reads h[{b}] = {h[b]}"
+                        yield
+                        assert h[b].get(j) == lu, f"h[{b}] changed under the copy of unit {lu}"
+                        g.h.setdefault(u, set()).add(j)
+                    assert not g.reset, "publish after the counters were reset"
+                    g.published += 1
+                    yield
+                    published[0] += 1
+                    free_count[b] += 1
+            elif kind == 'box':
                 if PARITY:
                     while not h_ready[b].done((lu >> 1) & 1):
                         yield
@@ -131,17 +175,50 @@ def run(units, pieces_per_unit, boxes_per_unit, S, seed):
                 readers[b] -= 1
                 h_free[b].arrive()
                 free_count[b] += 1
+                g.computed[(u, i)] = g.computed.get((u, i), 0) + 1
+            else:  # a pool box: h from h_global
+                assert g.h.get(u) == set(range(pieces_per_unit)), f"pool box of unit {u} reads h {g.h.get(u)}"
+                yield
+                g.computed[(u, i)] = g.computed.get((u, i), 0) + 1
             yield  # (the named barrier of the pair)
             empty[st].arrive()
             use += 1
 
-    coros = [producer()] + [consumer(st) for st in range(S)]
+    def wrap(co):
+        yield from co
+        finished[0] += 1
+        if finished[0] == S + 1 and pool:  # the CTA's last barrier: count it out
+            assert not g.reset
+            g.done += 1
+            if g.done == ctas_left:
+                g.claims = g.published = g.done = 0
+                g.reset = True
+
+    return [wrap(producer())] + [wrap(consumer(st)) for st in range(S)]
+
+
+def run(units, pieces_per_unit, boxes_per_unit, S, seed, ctas=1, pool=0):
+    rnd = random.Random(seed)
+    live_units = {u for u in range(units) if rnd.random() > 0.2}  # some slots are dropped: no pieces
+    g = Global(live_units, pool)
+    landings = []  # (bar, tx, action, that CTA's stages)
+    ctas = max(1, min(ctas, units)) if units else 1
+    coros = []
+    for c in range(ctas):
+        mine = list(range(units * c // ctas, units * (c + 1) // ctas))
+        coros += cta(mine, pieces_per_unit, boxes_per_unit, S, pool, g, rnd, landings, ctas)
     alive = list(range(len(coros)))
-    for _ in range(200000):
+    for _ in range(400000):
         if not alive:
-            return len(live)
+            for u in live_units:
+                for r in range(boxes_per_unit):
+                    assert g.computed.get((u, r)) == 1, f"unit {u} box {r} computed {g.computed.get((u, r))} times"
+            assert len(g.computed) == len(live_units) * boxes_per_unit, "a box of a dropped unit was computed"
+            if pool:
+                assert g.reset and g.claims == g.published == g.done == 0, "counters not left at 0"
+            return len(live_units)
         if landings and rnd.random() < 0.3:
-            bar, tx, action = landings.pop(rnd.randrange(len(landings)))
+            bar, tx, action, stage = landings.pop(rnd.randrange(len(landings)))
             if action is not None:
                 s, piece = action
                 stage[s] = piece
@@ -165,7 +242,17 @@ def main():
         boxes = rnd.randint(1, 4)
         run(units, pieces, boxes, S, seed)
         cases += 1
-    print(f"decode_split protocol: {cases} random schedules, no deadlock, no stale or overwritten read")
+    if not PARITY:
+        for seed in range(300):
+            rnd = random.Random(1000 + seed)
+            units = rnd.randint(0, 9)
+            S = rnd.randint(2, 6)
+            pieces = rnd.randint(1, 4)
+            boxes = rnd.randint(1, 5)
+            run(units, pieces, boxes, S, 1000 + seed, ctas=rnd.randint(1, 4), pool=rnd.randint(0, boxes - 1))
+            cases += 1
+    print(f"decode_split protocol: {cases} random schedules (one CTA, then several with a pool), no deadlock, "
+          "no stale or overwritten read, every box once, counters left at 0")
     return 0
 
 

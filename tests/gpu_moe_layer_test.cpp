@@ -626,7 +626,7 @@ TEST(GpuFusedMoe, DecodePath) {
 // cases against the golden, and a layer (I = 336) against the two-kernel
 // decode path (relative RMS) at its chosen slice width (48: 28 units) and
 // at 112, 16 and 8 (row lanes 16 with 14 live, 2, 1), bitwise the same on
-// every run, from a graph and at any box height.
+// every run, from a graph, at any box height and any balancing pool.
 TEST(GpuFusedMoe, DecodeSplit) {
   TC_REQUIRE_GPU();
   if (rt::device_info(0).cc_major != 9) GTEST_SKIP() << "decode_split runs on sm_90 only";
@@ -677,6 +677,18 @@ TEST(GpuFusedMoe, DecodeSplit) {
     r.decode_split_box_rows = rows;
     EXPECT_TRUE(same_bits(got, run(r))) << "decode_split_box_rows=" << rows;
   }
+  // The balancing pool moves boxes between CTAs, never a sum: none, one of
+  // the two 256-row boxes per unit, 15 of 16 32-row boxes; and from a
+  // graph, whose replays must each leave the pool's counters at 0.
+  ops::FusedMoeOptions pooled = one;
+  for (int pool : {0, 1}) {
+    pooled.decode_split_pool = pool;
+    EXPECT_TRUE(same_bits(got, run(pooled))) << "decode_split_pool=" << pool;
+  }
+  pooled.decode_split_box_rows = 32;
+  pooled.decode_split_pool = 15;
+  EXPECT_TRUE(same_bits(got, run(pooled))) << "decode_split_box_rows=32 decode_split_pool=15";
+  expect_graph_replays_bits(L, s, ws, pooled, got, 3);
   expect_graph_replays_bits(L, s, ws, one, got, 1);
 }
 

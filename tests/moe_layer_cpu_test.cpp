@@ -1042,7 +1042,9 @@ TEST(FusedMoeCpu, DecodeSplitPlan) {
     EXPECT_EQ(p.gu_cols, c.gu_cols) << c.model;
     EXPECT_EQ(p.units, c.units) << c.model;
     EXPECT_GE(p.fill, 0.96) << c.model;
-    EXPECT_EQ(p.partial_bytes, size_t(c.units * c.H * 4)) << c.model;
+    EXPECT_EQ(p.partial_bytes, size_t(c.units * (c.H + c.cols) * 4)) << c.model;
+    EXPECT_EQ(p.boxes, (c.H + c.box_rows - 1) / c.box_rows) << c.model;
+    EXPECT_EQ(p.pool_boxes, 0) << c.model;  // none unless asked
     EXPECT_GE(int64_t(p.box_rows) * p.cols * 2, 4 * c.H) << c.model << ": a stage holds a gate/up column pair";
   }
   EXPECT_EQ(ops::decode_split_plan(8, 7168, 2048, 132, 64, 0).cols, 64);
@@ -1057,6 +1059,12 @@ TEST(FusedMoeCpu, DecodeSplitPlan) {
                   "decode_split_cols", "48");  // under H / 128 = 56: no box holds a column pair
   TC_EXPECT_ERROR(ops::decode_split_plan(8, 7168, 2048, 132, 0, 104), ErrorKind::kInvalidArgument,
                   "decode_split_box_rows", "[112, 256]");
+  EXPECT_EQ(ops::decode_split_plan(8, 7168, 2048, 132, 0, 0, 8).pool_boxes, 8);  // of 64 boxes of 112 rows
+  EXPECT_EQ(ops::decode_split_plan(8, 7168, 2048, 132, 0, 0, 63).pool_boxes, 63);  // all but one
+  TC_EXPECT_ERROR(ops::decode_split_plan(8, 7168, 2048, 132, 0, 0, 64), ErrorKind::kInvalidArgument,
+                  "decode_split_pool", "64");
+  TC_EXPECT_ERROR(ops::fused_moe_options({{"decode_split_pool", -2}}, "--config"), ErrorKind::kInvalidArgument,
+                  "decode_split_pool", "-2");
 }
 
 // 9..64 rows per expert: on sm_90 (what kernel listings assume without a

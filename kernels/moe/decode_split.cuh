@@ -62,7 +62,8 @@ struct DecodeSplit {
   static constexpr int kMaxGuCols = 64;
 
   struct Piece {
-    int kind;   // 0: gate/up columns [at, at + n) of the slice; 1: down rows [at, at + n); -1: end
+    int kind;   // 0: gate/up columns [at, at + n) of the slice; 1: down rows [at, at + n) of an own
+                // unit (h in shared memory); 2: of a pool box (h from h_global); -1: end
     int lunit;  // the unit's index within this CTA (its h buffer: lunit % 2)
     int unit;   // its global index (partial row)
     int at, n;
@@ -71,6 +72,7 @@ struct DecodeSplit {
     unsigned long long full[kSplitMaxStages], empty[kSplitMaxStages];
     unsigned long long x_full;
     unsigned h_ready[2], h_free[2];  // counts: gate/up pieces written to h[b], down boxes done reading it
+    unsigned published;              // this CTA's units whose h is published (pool_boxes > 0)
     Piece piece[kSplitMaxStages];
     float sum[kSplitMaxStages][2 * kMaxGuCols];  // a gate/up piece's row sums
     float h[2][kSplitMaxCols];                  // a unit's h slice, by parity
@@ -90,10 +92,22 @@ struct DecodeSplit {
     __threadfence_block();
   }
   // Adds one to the counter after this warp's writes (lane 0; the caller
-  // has synced the warp).
-  static __device__ __forceinline__ void count(unsigned* counter) {
+  // has synced the warp); returns the count before.
+  static __device__ __forceinline__ unsigned count(unsigned* counter) {
     __threadfence_block();
-    atomicAdd(counter, 1u);
+    return atomicAdd(counter, 1u);
+  }
+
+  // The unit of the q-th live (slot, slice) pair, slots with an expert
+  // outside [0, E) skipped; -1 past the last.
+  static __device__ __forceinline__ int live_unit(const DecodeSplitParams& p, int q) {
+    int want = q / p.slices;
+    for (int j = 0; j < p.S; ++j) {
+      const int e = p.ids[j];
+      if (e < 0 || e >= p.E) continue;
+      if (want-- == 0) return j * p.slices + q % p.slices;
+    }
+    return -1;
   }
 
   static __device__ __forceinline__ void units_of_cta(const DecodeSplitParams& p, int& u0, int& u1) {
@@ -120,9 +134,10 @@ struct DecodeSplit {
       mbar_arrive_expect_tx(&sh.full[s], bytes);
       return ring + s * kStageElems;
     };
-    int u0, u1;
+    const int boxes = (p.H + R - 1) / R, own_boxes = boxes - p.pool_boxes;
+    int u0, u1, lu = 0;
     units_of_cta(p, u0, u1);
-    for (int u = u0, lu = 0; u < u1; ++u) {
+    for (int u = u0; u < u1; ++u) {
       const int slot = u / p.slices, slice = u % p.slices, e = p.ids[slot];
       if (e < 0 || e >= p.E) continue;  // adds nothing: no pieces, no partials (the combine skips the slot)
       const long long first_row = (long long)e * p.I + (long long)slice * W;
@@ -135,12 +150,36 @@ struct DecodeSplit {
         bulk_load(st, gate + (long long)c * p.H, bytes, &sh.full[k % S]);
         bulk_load(st + (long long)n * p.H, up + (long long)c * p.H, bytes, &sh.full[k % S]);
       }
-      for (int r = 0; r < p.H; r += R, ++k) {
+      for (int r = 0; r < own_boxes * R; r += R, ++k) {
         // The whole box's bytes count, rows past H included (zeros).
         T* st = claim(Piece{1, lu, u, r, min(R, p.H - r)}, unsigned(R * W * sizeof(T)));
         tma_load_3d(st, &L.down, slice * W, r, e, &sh.full[k % S]);
       }
       ++lu;
+    }
+    if (p.pool_boxes > 0) {
+      // Each unit is published (sched[0]'s high bits) by the consumer of
+      // its last gate/up piece, long before this point; wait for this
+      // CTA's own, then take from the pool only if every live unit is
+      // published: no CTA waits for another. The CTA whose unit is
+      // published last always sees them all, so the pool is always emptied.
+      while (*static_cast<volatile unsigned*>(&sh.published) < unsigned(lu)) __nanosleep(64);
+      __threadfence();
+      int live = 0;
+      for (int j = 0; j < p.S; ++j) live += p.ids[j] >= 0 && p.ids[j] < p.E;
+      live *= p.slices;
+      if (int(atomicAdd(p.sched, 0u) >> 16) == live) {
+        __threadfence();
+        const unsigned items = unsigned(live) * unsigned(p.pool_boxes);
+        for (;; ++k) {
+          const unsigned v = atomicAdd(p.sched, 1u) & 0xffffu;
+          if (v >= items) break;
+          const int u = live_unit(p, int(v % unsigned(live))), r = (own_boxes + int(v / unsigned(live))) * R;
+          const int slot = u / p.slices, slice = u % p.slices;
+          T* st = claim(Piece{2, 0, u, r, min(R, p.H - r)}, unsigned(R * W * sizeof(T)));
+          tma_load_3d(st, &L.down, slice * W, r, p.ids[slot], &sh.full[k % S]);
+        }
+      }
     }
     for (int i = 0; i < S; ++i, ++k) {  // every consumer pair's end
       const int s = k % S;
@@ -195,9 +234,10 @@ struct DecodeSplit {
       const int b = pc.lunit & 1;
       if (pc.kind == 0) {
         if (!have_x) mbar_wait(&sh.x_full, 0), have_x = true;
-        // The h buffer's previous unit (two back) has had all its boxes read.
-        const unsigned boxes = unsigned(p.H + R - 1) / R;
-        if (pc.lunit >= 2) wait_count(&sh.h_free[b], unsigned(pc.lunit >> 1) * boxes, lane);
+        // The h buffer's previous unit (two back) has had all its own boxes
+        // read (and, with a pool, its copy to h_global made: one more count).
+        const unsigned readers = unsigned((p.H + R - 1) / R - p.pool_boxes) + (p.pool_boxes > 0);
+        if (pc.lunit >= 2) wait_count(&sh.h_free[b], unsigned(pc.lunit >> 1) * readers, lane);
         // This warp's matrix: the even warp the gate rows, the odd one the up rows.
         const T* rows = stage + (long long)half * pc.n * p.H;
         int i = 0;
@@ -216,23 +256,48 @@ struct DecodeSplit {
         if (half != 0) continue;
         for (int c = lane; c < pc.n; c += 32) {
           const float v = gemm_silu(sh.sum[st][c]) * sh.sum[st][kMaxGuCols + c];
-          sh.h[b][pc.at + c] = to_float(from_float<T>(v));  // as the two-kernel path stores h
+          const float h = to_float(from_float<T>(v));  // as the two-kernel path stores h
+          sh.h[b][pc.at + c] = h;
         }
         __syncwarp();
-        if (lane == 0) {
-          count(&sh.h_ready[b]);
-          mbar_arrive(&sh.empty[st]);
-        }
-      } else {
-        // Every piece of this unit has written h (each earlier unit of the
-        // buffer counted its pieces too).
+        unsigned before = 0;
+        if (lane == 0) before = count(&sh.h_ready[b]);
         const unsigned pieces = unsigned(W + p.gu_cols - 1) / p.gu_cols;
-        wait_count(&sh.h_ready[b], unsigned((pc.lunit >> 1) + 1) * pieces, lane);
+        if (p.pool_boxes > 0 &&
+            __shfl_sync(0xffffffffu, before, 0) + 1 == unsigned((pc.lunit >> 1) + 1) * pieces) {
+          // The unit's last piece: its whole h slice is in shared memory
+          // (every piece's warp wrote before counting). One warp copies it
+          // out and publishes the unit, one device-wide fence per unit (a
+          // fence per piece cost ~14 us at DeepSeek-V3 T = 1).
+          __threadfence_block();
+          for (int c = lane; c < W; c += 32) p.h_global[(long long)pc.unit * W + c] = sh.h[b][c];
+          __threadfence();
+          __syncwarp();
+          if (lane == 0) {
+            atomicAdd(p.sched, 1u << 16);
+            __threadfence();
+            atomicAdd(&sh.published, 1u);
+            count(&sh.h_free[b]);  // the buffer may be refilled
+          }
+        }
+        if (lane == 0) mbar_arrive(&sh.empty[st]);
+      } else {
         const int l = lane % kLanes, sub = lane / kLanes;
         const bool live = kLive || 8 * l < W;
         float hv[8];
+        if (pc.kind == 1) {
+          // Every piece of this unit has written h (each earlier unit of the
+          // buffer counted its pieces too).
+          const unsigned pieces = unsigned(W + p.gu_cols - 1) / p.gu_cols;
+          wait_count(&sh.h_ready[b], unsigned((pc.lunit >> 1) + 1) * pieces, lane);
 #pragma unroll
-        for (int j = 0; j < 8; ++j) hv[j] = live ? sh.h[b][8 * l + j] : 0.f;
+          for (int j = 0; j < 8; ++j) hv[j] = live ? sh.h[b][8 * l + j] : 0.f;
+        } else {
+          // A pool box: its unit was published before the producer claimed
+          // it (the same values its owner holds, so the same bits).
+#pragma unroll
+          for (int j = 0; j < 8; ++j) hv[j] = live ? __ldcg(p.h_global + (long long)pc.unit * W + 8 * l + j) : 0.f;
+        }
         float* out = p.partial + (long long)pc.unit * p.H + pc.at;
         // The warp's half of the box, kStep rows per step: a uniform loop
         // (R is a multiple of 8, so with kStep <= 4 every step is inside
@@ -255,7 +320,7 @@ struct DecodeSplit {
         }
         asm volatile("bar.sync %0, 64;\n" ::"r"(1 + st) : "memory");  // both halves have read h and the stage
         if (half == 0 && lane == 0) {
-          count(&sh.h_free[b]);
+          if (pc.kind == 1) count(&sh.h_free[b]);
           mbar_arrive(&sh.empty[st]);
         }
       }
@@ -272,7 +337,7 @@ __global__ void __launch_bounds__(kSplitThreads, 1) decode_split_kernel(const __
   if (threadIdx.x == 0) {
     for (int s = 0; s < p.stages; ++s) mbar_init(&sh.full[s], 1), mbar_init(&sh.empty[s], 1);
     mbar_init(&sh.x_full, 1);
-    sh.h_ready[0] = sh.h_ready[1] = sh.h_free[0] = sh.h_free[1] = 0;
+    sh.h_ready[0] = sh.h_ready[1] = sh.h_free[0] = sh.h_free[1] = sh.published = 0;
     mbar_init_fence();
   }
   __syncthreads();
@@ -281,12 +346,21 @@ __global__ void __launch_bounds__(kSplitThreads, 1) decode_split_kernel(const __
   // ids come from the gate (the previous kernel); partials and out are
   // written here and read by the combine after it.
   grid_dependency_begin();
-  if (threadIdx.x >= kSplitThreads - 32) {
-    if (threadIdx.x == kSplitThreads - 32) D::produce(L, sh, smem);
-    return;
-  }
   const int warp = threadIdx.x / 32;
-  if (warp < 2 * p.stages) D::consume(L, sh, smem, warp);
+  if (threadIdx.x == kSplitThreads - 32) D::produce(L, sh, smem);
+  else if (warp < 2 * p.stages) D::consume(L, sh, smem, warp);
+  if (p.pool_boxes > 0) {
+    // The last CTA out leaves the counter pair at 0 for the next launch
+    // (every CTA is past its last use of it).
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      __threadfence();
+      if (atomicAdd(p.sched + 1, 1u) == gridDim.x - 1) {
+        atomicExch(p.sched, 0u);
+        atomicExch(p.sched + 1, 0u);
+      }
+    }
+  }
 }
 
 // out[n] for n < H. A CTA takes kCombineCols columns; its warp g sums the

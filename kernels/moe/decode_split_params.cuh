@@ -26,6 +26,14 @@ struct DecodeSplitParams {
   int stages;         // ring stages of box_rows * W elements
   int box_rows;       // R: rows of H per down box
   int gu_cols;        // gate/up columns per piece (2 gu_cols rows of H fit a stage)
+  // Balancing (pool_boxes > 0): the last pool_boxes down boxes of every
+  // unit go to a pool that any CTA may take from once every unit's h is in
+  // h_global. sched: a launch counter pair (ops/moe/launch_counters.h),
+  // left at 0: [0] counts pool claims (low 16 bits) and units whose h is
+  // published (high bits), [1] the CTAs done.
+  int pool_boxes;
+  float* h_global;    // [S * slices, W]: each unit's h slice (pool_boxes > 0)
+  unsigned* sched;
 };
 
 // The fused kernel's launch: the down weights' tensor map lives in the

@@ -97,6 +97,11 @@ struct FusedMoeOptions {
   // (rows x cols x 2 bytes): 0 = choose (stages of about 32 KB that hold
   // whole gate/up pieces), else a multiple of 8 up to 256.
   int decode_split_box_rows = 0;
+  // decode_split's balancing: the last this many down boxes of every unit
+  // go to a pool any CTA takes from once every unit's h is published (the
+  // same bits either way). -1 = choose (none: on the H200 it ties at 8 of
+  // DeepSeek-V3's 64 boxes and loses at 16), 0 = none.
+  int decode_split_pool = -1;
   jit::CompileOptions compile;
 };
 

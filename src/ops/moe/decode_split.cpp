@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "moe/decode_split_params.cuh"
+#include "ops/moe/launch_counters.h"
 #include "ops/moe/tma_map.h"
 #include "tilecraft/error.h"
 #include "tilecraft/jit/jit.h"
@@ -63,7 +64,7 @@ std::string decode_split_blocker(const FusedMoeArgs& a, int64_t T, int64_t H, in
   return width_blocker(H, I);
 }
 
-DecodeSplitPlan decode_split_plan(int64_t K, int64_t H, int64_t I, int sm_count, int cols, int box_rows) {
+DecodeSplitPlan decode_split_plan(int64_t K, int64_t H, int64_t I, int sm_count, int cols, int box_rows, int pool) {
   const int64_t sms = sm_count > 0 ? sm_count : 132;
   DecodeSplitPlan plan;
   if (cols > 0) {
@@ -114,7 +115,26 @@ DecodeSplitPlan decode_split_plan(int64_t K, int64_t H, int64_t I, int sm_count,
   plan.slices = int(I / W);
   plan.units = K * plan.slices;
   plan.fill = wave_fill(plan.units, sms);
-  plan.partial_bytes = size_t(plan.units * H) * sizeof(float);
+  plan.boxes = int((H + plan.box_rows - 1) / plan.box_rows);
+  // The pool: equal units still finish apart (ncu, DeepSeek-V3 T = 1: the
+  // slowest SM 6% over the average), so the last boxes of every unit may go
+  // to whichever CTA is free. Measured on the H200 (session 23) it ties at
+  // 8 of 64 boxes and loses 2 us at 16, so by default there is none.
+  // Claims count in 16 bits. A unit
+  // keeps one box at least: its own boxes order the h buffer's reuse (the
+  // pieces of the CTA's unit two further on wait for them), and so the
+  // counts that tell a unit's last gate/up piece.
+  const int64_t max_pool = std::min<int64_t>(plan.boxes - 1, (65535 - 1024) / std::max<int64_t>(plan.units, 1));
+  if (pool >= 0) {
+    TC_CHECK_ARG(pool <= max_pool, "fused_moe", "decode_split_pool",
+                 fmt::format("0 (no pool) .. {} down boxes per unit (it has {} and keeps one)", max_pool,
+                             plan.boxes),
+                 std::to_string(pool));
+    plan.pool_boxes = pool;
+  } else {
+    plan.pool_boxes = 0;
+  }
+  plan.partial_bytes = size_t(plan.units * (H + W)) * sizeof(float);
   return plan;
 }
 
@@ -160,6 +180,11 @@ void decode_split(const FusedMoeArgs& a, const TensorView& ids, const TensorView
   p.H = int(H), p.I = int(I), p.S = int(K), p.E = int(E);
   p.slices = plan.slices;
   p.stages = plan.stages, p.box_rows = plan.box_rows, p.gu_cols = plan.gu_cols;
+  p.pool_boxes = plan.pool_boxes;
+  if (plan.pool_boxes > 0) {
+    p.h_global = p.partial + plan.units * H;
+    p.sched = launch_counter_pair(dev, stream, "fused_moe");
+  }
   // The down weights [E, H, I]: dims (I, H, E), boxes of W columns x box_rows rows, unswizzled.
   const int64_t esz = int64_t(dtype_size(a.x.dtype));
   encode_tma_map(L.down, a.w_down.stacked->data, a.x.dtype, {I, H, E}, {I * esz, H * I * esz},

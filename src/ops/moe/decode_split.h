@@ -19,16 +19,19 @@ std::string decode_split_blocker(const FusedMoeArgs& a, int64_t T, int64_t H, in
 // unknown, taken as 132): the slice width W (`cols` where > 0, else 128
 // where it divides I, else the width whose (slot, slice) units fill the
 // SMs' waves best), the down box
-// height (`box_rows` where > 0, else stages of about 32 KB), and what
-// follows from them. A requested value that cannot run is an error naming
-// decode_split_cols or decode_split_box_rows.
+// height (`box_rows` where > 0, else stages of about 32 KB), the boxes per
+// unit left to the balancing pool (`pool` where >= 0, else none), and
+// what follows from them. A requested value that cannot run is an error
+// naming decode_split_cols, decode_split_box_rows or decode_split_pool.
 struct DecodeSplitPlan {
   int cols = 0, box_rows = 0, stages = 0, gu_cols = 0, slices = 0;
+  int boxes = 0, pool_boxes = 0;  // down boxes per unit; the last pool_boxes of them in the pool
   int64_t units = 0;
   double fill = 0;           // units / (waves x SMs)
-  size_t partial_bytes = 0;  // the fp32 partials in the workspace: units x H
+  size_t partial_bytes = 0;  // workspace: the fp32 partials (units x H), then each unit's h (units x W)
 };
-DecodeSplitPlan decode_split_plan(int64_t K, int64_t H, int64_t I, int sm_count, int cols, int box_rows);
+DecodeSplitPlan decode_split_plan(int64_t K, int64_t H, int64_t I, int sm_count, int cols, int box_rows,
+                                  int pool = -1);
 // Its two kernels (the streaming one at `cols` columns per slice, the
 // combine), for compile listings.
 std::vector<jit::KernelSpec> decode_split_kernel_specs(DType act, DType out, int cols);

@@ -196,7 +196,8 @@ bool decode_path(const FusedMoeArgs& a, const Dims& d, const FusedMoeOptions& o)
 }
 
 DecodeSplitPlan split_plan(const Dims& d, const FusedMoeOptions& o, int sm_count) {
-  return decode_split_plan(d.K, d.H, d.I, sm_count, o.decode_split_cols, o.decode_split_box_rows);
+  return decode_split_plan(d.K, d.H, d.I, sm_count, o.decode_split_cols, o.decode_split_box_rows,
+                           o.decode_split_pool);
 }
 
 // Whether the decode path runs as one kernel + combine (decode_split), on a
@@ -276,6 +277,10 @@ FusedMoeOptions fused_moe_options(const std::map<std::string, int>& config, cons
       TC_CHECK_ARG(v >= 0 && v <= tc::moe::kSplitMaxCols && v % 8 == 0, kOp, arg,
                    "decode_split_cols 0 (choose) or a multiple of 8 up to 128", std::to_string(v));
       m.decode_split_cols = v;
+    } else if (k == "decode_split_pool") {
+      TC_CHECK_ARG(v >= -1, kOp, arg, "decode_split_pool -1 (choose), 0 (no pool) or down boxes per unit",
+                   std::to_string(v));
+      m.decode_split_pool = v;
     } else if (k == "decode_split_box_rows") {
       TC_CHECK_ARG(v >= 0 && v <= tc::moe::kSplitMaxBoxRows && v % 8 == 0, kOp, arg,
                    "decode_split_box_rows 0 (choose) or a multiple of 8 up to 256", std::to_string(v));
