@@ -4,10 +4,11 @@
 //
 // Why: the two-kernel decode path (gate/up, then down + combine) waits for
 // the whole gate/up grid before the down projection reads anything. Here
-// the down projection is split along I: the CTA that computes a slice of
-// W columns of one slot's h (a template argument, chosen by the host) also multiplies it by the same columns
-// of that slot's down weights, so no CTA waits for another; the combine
-// kernel then adds the slices and the slots in a fixed order.
+// the down projection is split along I: the CTA that computes a slice of W
+// columns of one slot's h (W a template argument, chosen by the host) also
+// multiplies it by the same columns of that slot's down weights, so no CTA
+// waits for another; the combine kernel then adds the slices and the slots
+// in a fixed order.
 //
 // Units: (slot j, slice s), u = j * slices + s; CTA b takes an even
 // contiguous range of them. Per unit the producer (one lane of the last
@@ -16,16 +17,16 @@
 //     rows then their up rows (two bulk copies), dotted with the token's x
 //     (in shared memory, copied once);
 //   - down boxes: rows r .. r + box_rows of the expert's [H, I] down
-//     matrix, the slice's W columns (one tensor copy; rows past H
-//     are zeros).
+//     matrix, the slice's W columns (one tensor copy; rows past H are
+//     zeros).
 // Warps 2s and 2s + 1 consume stage s. A gate/up piece: the even warp dots
 // the gate rows, the odd one the up rows; then h = silu(gate) * up, rounded
 // to the activation type as the stored h of the two-kernel path is, goes to
 // the unit's h buffer (two, by the unit's parity within the CTA), and the
-// piece counts itself in h_ready[parity]. A down box waits for
-// h_ready (all the unit's pieces), takes its rows W / 8 lanes per row (the
-// rows of a step are contiguous: no bank conflicts), writes one fp32 partial per row to
-// partial[u][row], and counts itself in h_free[parity], which lets the
+// piece counts itself in h_ready[parity]. A down box waits for h_ready (all
+// the unit's pieces), takes its rows W / 8 lanes per row (the rows of a
+// step are contiguous: no bank conflicts), writes one fp32 partial per row
+// to partial[u][row], and counts itself in h_free[parity], which lets the
 // gate/up pieces of the CTA's unit two further on refill the buffer. The
 // producer issues a unit's pieces before its boxes, so whatever a consumer
 // waits on is already in a stage: no cycle.
@@ -35,6 +36,16 @@
 // unit's pieces are still unconsumed, and a parity wait on an mbarrier two
 // phases behind passes at once (a fresh barrier counts as having completed
 // the phase of parity 1). scripts/decode_split_protocol_model.py found it.
+//
+// With a balancing pool (pool_boxes > 0; off by default, a tie on the
+// H200) the last pool_boxes boxes of every unit are not the owner's: the
+// warp of a unit's last gate/up piece copies the unit's h to h_global,
+// fences once and publishes the unit (sched[0]'s high bits; one more
+// h_free count, so the buffer is not refilled under the copy); a producer
+// past its own boxes and its own units' publication claims pool boxes
+// (sched[0]'s low bits) only if every live unit is published, so no CTA
+// waits for another, and the CTA whose unit is published last empties the
+// pool. A pool box reads h from h_global: the same values, the same bits.
 //
 // The combine (decode_split_combine_kernel): out[n] = sum over slots j in
 // order of scale_j * round_out(sum over slices s in order of
