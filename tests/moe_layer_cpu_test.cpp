@@ -123,6 +123,9 @@ TEST(FusedMoeCpu, ArgumentErrorsNameTheArgument) {
                     ErrorKind::kInvalidArgument, "--config", "gate_tokens_per_block", "1..32", "33");
     TC_EXPECT_ERROR(ops::fused_moe_options({{"mapping_blocks", -1}}, "--config"), ErrorKind::kInvalidArgument,
                     "mapping_blocks >= 0", "-1");
+    // An unknown key: the error lists the layer's keys and the grouped GEMM's.
+    TC_EXPECT_ERROR(ops::fused_moe_options({{"decode_splt", 1}}, "--config"), ErrorKind::kInvalidArgument,
+                    "'decode_splt'", "decode_split_pool", "block_m", "gate_up_");
   }
 }
 

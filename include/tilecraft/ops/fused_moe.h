@@ -107,7 +107,9 @@ struct FusedMoeOptions {
 
 // Options from `--config`-style keys: KEY (a grouped GEMM key, to both
 // projections), gate_up_KEY / down_KEY (one of them), mapping_blocks,
-// gate_tokens_per_block, decode; an unknown key or a bad value is an error naming `arg`.
+// gate_tokens_per_block, decode, decode_split, decode_split_cols,
+// decode_split_box_rows, decode_split_pool; an unknown key or a bad value
+// is an error naming `arg` and the key.
 FusedMoeOptions fused_moe_options(const std::map<std::string, int>& config, const char* arg);
 void validate_fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, DeviceType backend);
 // Whether fused_moe takes the decode path (FusedMoeOptions::decode) for these

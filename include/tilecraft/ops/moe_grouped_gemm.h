@@ -181,6 +181,9 @@ bool moe_grouped_gemm_uses_gemv(const MoeGroupedGemmArgs& a, const MoeGroupedGem
 // prefetch, balance, bulk, cluster, multicast); an unknown key is an error naming
 // `op` and `arg`.
 void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, const char* op, const char* arg);
+// The keys set_config_key takes, for error messages; whether `key` is one.
+const char* moe_grouped_gemm_config_keys();
+bool is_moe_grouped_gemm_config_key(const std::string& key);
 
 struct MoeGroupedGemmOptions {
   MoeGroupedGemmConfig config;  // overrides (block_m must match the tile schedule when one is given)

@@ -294,6 +294,12 @@ FusedMoeOptions fused_moe_options(const std::map<std::string, int>& config, cons
     } else if (k.rfind("down_", 0) == 0) {
       set_config_key(m.down, k.substr(5), v, kOp, arg);
     } else {
+      TC_CHECK_ARG(is_moe_grouped_gemm_config_key(k), kOp, arg,
+                   fmt::format("keys mapping_blocks, gate_tokens_per_block, decode, decode_split, decode_split_cols, "
+                               "decode_split_box_rows, decode_split_pool, or a grouped GEMM key ({}) for both "
+                               "projections, or one prefixed gate_up_ or down_ for one",
+                               moe_grouped_gemm_config_keys()),
+                   "'" + k + "'");
       set_config_key(m.gate_up, k, v, kOp, arg), set_config_key(m.down, k, v, kOp, arg);
     }
   }

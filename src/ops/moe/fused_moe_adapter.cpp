@@ -590,8 +590,8 @@ class FusedMoeAdapter final : public OpAdapter {
 
  private:
   static ops::FusedMoeOptions layer_options(const RunOptions& o) {
-    ops::FusedMoeOptions m =
-        ops::fused_moe_options(o.config, "--config (mapping_blocks, gate_tokens_per_block, decode, KEY, gate_up_KEY or down_KEY)");
+    // (Each error names the key and what it takes; the keys are in the README.)
+    ops::FusedMoeOptions m = ops::fused_moe_options(o.config, "--config");
     m.compile = o.compile;
     return m;
   }

@@ -184,6 +184,21 @@ std::string MoeGroupedGemmConfig::str() const {
                      k_splits > 1 ? fmt::format(" split-k={}", k_splits) : "");
 }
 
+const char* moe_grouped_gemm_config_keys() {
+  return "block_m, block_n, stages, warps_m, warps_n, sm90, tma, persistent, k_splits, group_m, gemv, tma_store, "
+         "half_skip, prefetch, balance, bulk, cluster, multicast";
+}
+
+bool is_moe_grouped_gemm_config_key(const std::string& key) {
+  MoeGroupedGemmConfig c;
+  try {
+    set_config_key(c, key, 0, "", "");
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, const char* op, const char* arg) {
   if (key == "block_m") c.block_m = value;
   else if (key == "block_n") c.block_n = value;
@@ -204,9 +219,7 @@ void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, 
   else if (key == "cluster") c.cluster = value;
   else if (key == "multicast") c.multicast = value;
   else
-    throw_arg_error(ErrorKind::kInvalidArgument, op, arg,
-                    "keys block_m, block_n, stages, warps_m, warps_n, sm90, tma, persistent, k_splits, group_m, gemv, "
-                    "tma_store, half_skip, prefetch, balance, bulk, cluster, multicast",
+    throw_arg_error(ErrorKind::kInvalidArgument, op, arg, std::string("keys ") + moe_grouped_gemm_config_keys(),
                     "'" + key + "'");
 }
 
