@@ -1150,6 +1150,11 @@ TEST(FusedMoeCpu, DecodeSplitChoice) {
     ops::FusedMoeOptions off;
     off.decode_split = 0;
     EXPECT_FALSE(ops::fused_moe_uses_decode_split(a, p, off)) << c.model;
+    // The workspace a call needs counts the split's fp32 partials and h
+    // slices (units x (H + 128) floats) where it runs.
+    const size_t partials = size_t(c.K * (c.I / 128) * (c.H + 128) * 4);
+    EXPECT_EQ(ops::fused_moe_workspace_bytes(a, p) >= ops::fused_moe_workspace_bytes(a, p, off) + partials, c.split)
+        << c.model;
   }
 }
 
