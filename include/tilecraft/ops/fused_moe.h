@@ -84,14 +84,16 @@ struct FusedMoeOptions {
   // On the decode path at T = 1: 1 = one streaming kernel for both
   // projections with the down projection split along I, then a combine
   // kernel (kernels/moe/decode_split.cuh; an error where it does not apply:
-  // sm_90, stacked [N, K] weights, I a multiple of 128, H a multiple of 8 up
-  // to 8192); 0 = the two grouped GEMM launches; -1 = choose (the one
+  // sm_90, stacked [N, K] weights, H a multiple of 8 up to 8192, I with a
+  // slice width: a multiple of 8 up to 128 dividing it, at least H / 128);
+  // 0 = the two grouped GEMM launches; -1 = choose (the one
   // kernel where it applies and its (slot, 128-column) units fill the SMs'
   // waves to 90%: DeepSeek-V3 and Kimi-K2 on the H200). Its sums run in
   // another fp32 order than the two launches' (each deterministic).
   int decode_split = -1;
   // decode_split's columns of I per unit (a multiple of 8 up to 128 that
-  // divides I): 0 = choose (the width whose units fill the SMs' waves best).
+  // divides I): 0 = choose (128 where it divides I, else the width whose
+  // units fill the SMs' waves best; narrower widths measured slower).
   int decode_split_cols = 0;
   // decode_split's rows of H per down box, which sets its ring's stage
   // (rows x cols x 2 bytes): 0 = choose (stages of about 32 KB that hold

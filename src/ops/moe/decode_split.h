@@ -18,10 +18,9 @@ std::string decode_split_blocker(const FusedMoeArgs& a, int64_t T, int64_t H, in
 // How the one-kernel path runs K slots at H and I on sm_count SMs (0:
 // unknown, taken as 132): the slice width W (`cols` where > 0, else 128
 // where it divides I, else the width whose (slot, slice) units fill the
-// SMs' waves best), the down box
-// height (`box_rows` where > 0, else stages of about 32 KB), the boxes per
-// unit left to the balancing pool (`pool` where >= 0, else none), and
-// what follows from them. A requested value that cannot run is an error
+// SMs' waves best), the down box height (`box_rows` where > 0, else stages
+// of about 32 KB), the boxes per unit left to the balancing pool (`pool`
+// where >= 0, else none), and what follows from them. A requested value that cannot run is an error
 // naming decode_split_cols, decode_split_box_rows or decode_split_pool.
 struct DecodeSplitPlan {
   int cols = 0, box_rows = 0, stages = 0, gu_cols = 0, slices = 0;
