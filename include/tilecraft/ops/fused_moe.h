@@ -117,8 +117,11 @@ void validate_fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, DeviceTy
 // Whether fused_moe takes the decode path (FusedMoeOptions::decode) for these
 // arguments; throws where decode = 1 asks for it and it does not apply.
 bool fused_moe_uses_decode(const FusedMoeArgs& a, const FusedMoeParams& p, const FusedMoeOptions& o = {});
-// Whether that decode path is the one-kernel form (FusedMoeOptions::decode_split).
-bool fused_moe_uses_decode_split(const FusedMoeArgs& a, const FusedMoeParams& p, const FusedMoeOptions& o = {});
+// Whether that decode path is the one-kernel form (FusedMoeOptions::decode_split)
+// on a GPU of compute capability cc_major with sm_count SMs (0: this GPU's;
+// without one, 9 and 132, as the kernel listings assume).
+bool fused_moe_uses_decode_split(const FusedMoeArgs& a, const FusedMoeParams& p, const FusedMoeOptions& o = {},
+                                 int cc_major = 0, int sm_count = 0);
 // Bytes of workspace a call with these shapes needs.
 size_t fused_moe_workspace_bytes(const FusedMoeArgs& a, const FusedMoeParams& p, const FusedMoeOptions& o = {});
 // The tile height the mapping pads to and both grouped GEMMs use.

@@ -119,11 +119,11 @@ DecodeSplitPlan decode_split_plan(int64_t K, int64_t H, int64_t I, int sm_count,
   // The pool: equal units still finish apart (ncu, DeepSeek-V3 T = 1: the
   // slowest SM 6% over the average), so the last boxes of every unit may go
   // to whichever CTA is free. Measured on the H200 (session 23) it ties at
-  // 8 of 64 boxes and loses 2 us at 16, so by default there is none.
-  // Claims count in 16 bits. A unit
-  // keeps one box at least: its own boxes order the h buffer's reuse (the
-  // pieces of the CTA's unit two further on wait for them), and so the
-  // counts that tell a unit's last gate/up piece.
+  // 8 of 64 boxes and loses 2 us at 16, so by default (pool < 0) there is
+  // none. Claims count in 16 bits. A unit keeps one box at least: its own
+  // boxes order the h buffer's reuse (the pieces of the CTA's unit two
+  // further on wait for them), and so the counts that tell a unit's last
+  // gate/up piece.
   const int64_t max_pool = std::min<int64_t>(plan.boxes - 1, (65535 - 1024) / std::max<int64_t>(plan.units, 1));
   if (pool >= 0) {
     TC_CHECK_ARG(pool <= max_pool, "fused_moe", "decode_split_pool",
@@ -131,10 +131,9 @@ DecodeSplitPlan decode_split_plan(int64_t K, int64_t H, int64_t I, int sm_count,
                              plan.boxes),
                  std::to_string(pool));
     plan.pool_boxes = pool;
-  } else {
-    plan.pool_boxes = 0;
   }
-  plan.partial_bytes = size_t(plan.units * (H + W)) * sizeof(float);
+  plan.grid = std::clamp<int64_t>(plan.units, 1, sms);
+  plan.workspace_bytes = size_t(plan.units * (H + W)) * sizeof(float);
   return plan;
 }
 
@@ -189,8 +188,7 @@ void decode_split(const FusedMoeArgs& a, const TensorView& ids, const TensorView
   const int64_t esz = int64_t(dtype_size(a.x.dtype));
   encode_tma_map(L.down, a.w_down.stacked->data, a.x.dtype, {I, H, E}, {I * esz, H * I * esz},
                  {plan.cols, plan.box_rows}, false);
-  const unsigned grid = unsigned(std::clamp<int64_t>(plan.units, 1, std::max(rt::device_info(dev).sm_count, 1)));
-  if (stream_part) jit::launch(k, grid, 1, tc::moe::kSplitThreads, unsigned(smem), stream, &L);
+  if (stream_part) jit::launch(k, unsigned(plan.grid), 1, tc::moe::kSplitThreads, unsigned(smem), stream, &L);
   if (combine)
     jit::launch(kc, unsigned((H + tc::moe::kCombineCols - 1) / tc::moe::kCombineCols), 1,
                 tc::moe::kCombineThreads, unsigned(K * tc::moe::kCombineCols * sizeof(float)), stream, &p);

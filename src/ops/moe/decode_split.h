@@ -26,8 +26,9 @@ struct DecodeSplitPlan {
   int cols = 0, box_rows = 0, stages = 0, gu_cols = 0, slices = 0;
   int boxes = 0, pool_boxes = 0;  // down boxes per unit; the last pool_boxes of them in the pool
   int64_t units = 0;
-  double fill = 0;           // units / (waves x SMs)
-  size_t partial_bytes = 0;  // workspace: the fp32 partials (units x H), then each unit's h (units x W)
+  int64_t grid = 0;            // CTAs: one per unit, at most one per SM
+  double fill = 0;             // units / (waves x SMs)
+  size_t workspace_bytes = 0;  // the fp32 partials (units x H), then each unit's h (units x W)
 };
 DecodeSplitPlan decode_split_plan(int64_t K, int64_t H, int64_t I, int sm_count, int cols, int box_rows,
                                   int pool = -1);
@@ -36,7 +37,8 @@ DecodeSplitPlan decode_split_plan(int64_t K, int64_t H, int64_t I, int sm_count,
 std::vector<jit::KernelSpec> decode_split_kernel_specs(DType act, DType out, int cols);
 // Launches the streaming kernel (stream_part) and the combine (combine) on
 // `stream`: ids and weights [1, K] (from the gate or the caller), partial:
-// plan.partial_bytes of device memory.
+// plan.workspace_bytes of device memory (a plan made for this device's
+// SM count: its grid).
 void decode_split(const FusedMoeArgs& a, const TensorView& ids, const TensorView& weights, void* partial,
                   const DecodeSplitPlan& plan, CUstream stream, const jit::CompileOptions& compile, bool stream_part,
                   bool combine);

@@ -62,11 +62,11 @@ struct Carver {
 
 struct Buffers {
   TensorView logits, ids, weights, counts, offsets, slot_pos, pos_to_token, tile_expert, num_tiles, h, y;
-  void* partial = nullptr;  // the one-kernel decode path's fp32 partials (decode_split), else null
+  void* partial = nullptr;  // the one-kernel decode path's partials and h slices (decode_split), else null
 };
 
 Buffers carve(const FusedMoeArgs& a, const Dims& d, int64_t bm, CUdeviceptr base, size_t* bytes,
-              size_t partial_bytes = 0) {
+              size_t split_bytes = 0) {
   const int64_t rows = moe_fused_mapping_rows(d.T, d.K, d.E, bm);
   const Device dev{DeviceType::kCUDA, a.x.device.index};
   Carver c{base, 0};
@@ -86,7 +86,7 @@ Buffers carve(const FusedMoeArgs& a, const Dims& d, int64_t bm, CUdeviceptr base
   b.num_tiles = view(DType::kI32, {1});
   b.h = view(a.x.dtype, {rows, d.I});
   b.y = view(a.x.dtype, {rows, d.H});
-  if (partial_bytes) b.partial = reinterpret_cast<void*>(c.take(partial_bytes));
+  if (split_bytes) b.partial = reinterpret_cast<void*>(c.take(split_bytes));
   *bytes = c.used;
   return b;
 }
@@ -195,15 +195,10 @@ bool decode_path(const FusedMoeArgs& a, const Dims& d, const FusedMoeOptions& o)
   return why.empty() && (o.decode == 1 || (d.T - 1) * d.K * 10 <= d.E);
 }
 
-DecodeSplitPlan split_plan(const Dims& d, const FusedMoeOptions& o, int sm_count) {
-  return decode_split_plan(d.K, d.H, d.I, sm_count, o.decode_split_cols, o.decode_split_box_rows,
-                           o.decode_split_pool);
-}
-
-// Whether the decode path runs as one kernel + combine (decode_split), on a
+// The plan of the one-kernel decode path (decode_split) where it runs, on a
 // GPU of compute capability cc with sm_count SMs (0: unknown, listings
-// without a GPU; taken as the H200's 132): an error where it was asked for
-// and cannot run.
+// without a GPU; taken as the H200's 132), else nothing; an error where it
+// was asked for and cannot run, or an override of it cannot.
 //
 // Chosen where its units, (slot, slice of I), fill the SMs' waves to 90%
 // or more (decode_split_plan picks the slice width for that): each CTA
@@ -214,21 +209,24 @@ DecodeSplitPlan split_plan(const Dims& d, const FusedMoeOptions& o, int sm_count
 // units on 132 SMs, 97%) take 173-174 us for the experts against 176-178
 // for two launches; at 128 columns Qwen3-235B (96 units, 73%) 85 against
 // 83 and Mixtral (224 units, 85% of two waves) 190 against 172.
-bool split_path(const FusedMoeArgs& a, const Dims& d, const FusedMoeOptions& o, int cc, int sm_count) {
-  if (o.decode_split == 0) return false;
-  if (o.decode_split < 0) {
-    if (!decode_path(a, d, o) || !decode_split_blocker(a, d.T, d.H, d.I, cc).empty()) return false;
-    const DecodeSplitPlan plan = split_plan(d, o, sm_count);
-    return plan.cols == 128 && plan.fill >= 0.9;
+std::optional<DecodeSplitPlan> split_path(const FusedMoeArgs& a, const Dims& d, const FusedMoeOptions& o, int cc,
+                                          int sm_count) {
+  if (o.decode_split == 0) return std::nullopt;
+  const bool choose = o.decode_split < 0;
+  if (choose) {
+    if (!decode_path(a, d, o) || !decode_split_blocker(a, d.T, d.H, d.I, cc).empty()) return std::nullopt;
+  } else {
+    TC_CHECK_ARG(decode_path(a, d, o), kOp, "decode_split", "the decode path (decode=1, or chosen at decode sizes)",
+                 "the mapped path");
+    const std::string why = decode_split_blocker(a, d.T, d.H, d.I, cc);
+    TC_CHECK_ARG(why.empty(), kOp, "decode_split",
+                 "T = 1 on sm_90 with stacked [N, K] weights, H a multiple of 8 up to 8192 and I with a slice width",
+                 why);
   }
-  TC_CHECK_ARG(decode_path(a, d, o), kOp, "decode_split", "the decode path (decode=1, or chosen at decode sizes)",
-               "the mapped path");
-  const std::string why = decode_split_blocker(a, d.T, d.H, d.I, cc);
-  TC_CHECK_ARG(why.empty(), kOp, "decode_split",
-               "T = 1 on sm_90 with stacked [N, K] weights, I a multiple of 128 and H a multiple of 8 up to 8192",
-               why);
-  split_plan(d, o, sm_count);  // an override that cannot run is an error here
-  return true;
+  DecodeSplitPlan plan = decode_split_plan(d.K, d.H, d.I, sm_count, o.decode_split_cols, o.decode_split_box_rows,
+                                           o.decode_split_pool);
+  if (choose && !(plan.cols == 128 && plan.fill >= 0.9)) return std::nullopt;
+  return plan;
 }
 
 // Gate and mapping in one launch (when both run): asked for, within the
@@ -373,10 +371,12 @@ bool fused_moe_uses_decode(const FusedMoeArgs& a, const FusedMoeParams& p, const
   return decode_path(a, dims_of(a, p), o);
 }
 
-bool fused_moe_uses_decode_split(const FusedMoeArgs& a, const FusedMoeParams& p, const FusedMoeOptions& o) {
+bool fused_moe_uses_decode_split(const FusedMoeArgs& a, const FusedMoeParams& p, const FusedMoeOptions& o,
+                                 int cc_major, int sm_count) {
   validate_fused_moe(a, p, DeviceType::kCUDA);
   const int dev = a.x.device.index;
-  return split_path(a, dims_of(a, p), o, listing_cc_major(0, dev), sm_count_if_gpu(dev));
+  return split_path(a, dims_of(a, p), o, listing_cc_major(cc_major, dev), sm_count > 0 ? sm_count : sm_count_if_gpu(dev))
+      .has_value();
 }
 
 namespace {
@@ -411,9 +411,9 @@ int fused_moe_block_m(const FusedMoeArgs& a, const FusedMoeParams& p, const Fuse
 size_t fused_moe_workspace_bytes(const FusedMoeArgs& a, const FusedMoeParams& p, const FusedMoeOptions& o) {
   const Dims d = dims_of(a, p);
   const int dev = a.x.device.index, sms = sm_count_if_gpu(dev);
-  const size_t partial = split_path(a, d, o, listing_cc_major(0, dev), sms) ? split_plan(d, o, sms).partial_bytes : 0;
+  const auto split = split_path(a, d, o, listing_cc_major(0, dev), sms);
   size_t bytes = 0;
-  carve(a, d, fused_moe_block_m(a, p, o), 0, &bytes, partial);
+  carve(a, d, fused_moe_block_m(a, p, o), 0, &bytes, split ? split->workspace_bytes : 0);
   return bytes;
 }
 
@@ -439,11 +439,11 @@ std::vector<jit::KernelSpec> fused_moe_kernel_specs(const FusedMoeArgs& a, const
   };
   add_gemm(router_args(a, b), {});
   MoeTopkGateArgs g{b.logits, a.bias, b.ids, b.weights};
-  const bool split = split_path(a, d, o, cc, sms);  // before the branch: decode_split=1 off the decode path is an error
+  const auto split = split_path(a, d, o, cc, sms);  // before the branch: decode_split=1 off the decode path is an error
   if (decode_path(a, d, o)) {
     if (!p.given_routing) specs.push_back(moe_topk_gate_kernel_spec(g, p.gate));
     if (split) {
-      for (auto& s : decode_split_kernel_specs(a.x.dtype, a.out.dtype, split_plan(d, o, sms).cols)) specs.push_back(s);
+      for (auto& s : decode_split_kernel_specs(a.x.dtype, a.out.dtype, split->cols)) specs.push_back(s);
       return specs;
     }
     add_projection(true, decode_gate_up_args(a, b, d), o.gate_up);
@@ -473,11 +473,10 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
   const int dev = a.x.device.index;
   const rt::DeviceInfo info = rt::device_info(dev);  // one lookup (a copy under a lock) per call
   const int64_t bm = layer_block_m(a, p, o, info.cc_major);
-  const bool split = split_path(a, d, o, info.cc_major, info.sm_count);
-  DecodeSplitPlan plan;
-  if (split) plan = split_plan(d, o, info.sm_count);
+  const auto split = split_path(a, d, o, info.cc_major, info.sm_count);
+  const size_t split_bytes = split ? split->workspace_bytes : 0;
   size_t bytes = 0;
-  carve(a, d, bm, 0, &bytes, plan.partial_bytes);
+  carve(a, d, bm, 0, &bytes, split_bytes);
   std::optional<rt::ScratchBuffer> scratch;
   CUdeviceptr base = 0;
   if (ws) {
@@ -487,7 +486,7 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
     scratch.emplace(bytes, stream);
     base = scratch->get();
   }
-  const Buffers b = carve(a, d, bm, base, &bytes, plan.partial_bytes);
+  const Buffers b = carve(a, d, bm, base, &bytes, split_bytes);
 
   auto options = [&](const MoeGroupedGemmConfig& config) {
     MoeGroupedGemmOptions go;
@@ -505,7 +504,7 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
   if (decode_path(a, d, o)) {  // gate, gate/up, down + combine
     if (route && runs(o, FusedMoeStage::kGate)) moe_topk_gate(gate_args, p.gate, stream, o.compile);
     if (split) {  // the streaming kernel is the gate/up stage, the combine the down stage
-      decode_split(a, b.ids, b.weights, b.partial, plan, stream, o.compile, runs(o, FusedMoeStage::kGateUp),
+      decode_split(a, b.ids, b.weights, b.partial, *split, stream, o.compile, runs(o, FusedMoeStage::kGateUp),
                    runs(o, FusedMoeStage::kDown));
       return;
     }
