@@ -232,6 +232,142 @@ def run(units, pieces_per_unit, boxes_per_unit, S, seed, ctas=1, pool=0):
     raise AssertionError(f"no progress (deadlock?): alive {alive}, landings {len(landings)}")
 
 
+def run_balanced(slots, slices, W, gu, items_per_slot, S, G, seed):
+    """decode_split = 2: G CTAs, each with an even range of the live slots'
+    h columns (phase A: gate/up pieces that never cross a W-column unit)
+    and of their down items (phase B: full rows of one slot). A CTA's last
+    phase-A piece copies its h columns to h_global and adds, to each slot
+    those columns meet, how many it published there; an item of slot ls
+    waits until that count is I = slices * W. The last CTA out zeroes the
+    counts."""
+    rnd = random.Random(seed)
+    live = [j for j in range(slots) if rnd.random() > 0.2]
+    I = slices * W
+    cols, items = len(live) * I, len(live) * items_per_slot
+    g = {"h": set(), "slot_cols": [0] * len(live), "done": 0, "reset": False, "computed": {}}
+    landings = []
+    coros = []
+
+    def cta(b):
+        a0, a1 = cols * b // G, cols * (b + 1) // G
+        b0, b1 = items * b // G, items * (b + 1) // G
+        pieces = []
+        c = a0
+        while c < a1:
+            n = min(gu, W - c % W, a1 - c)
+            pieces.append((c, n))
+            c += n
+        full = [MBar(1) for _ in range(S)]
+        empty = [MBar(1) for _ in range(S)]
+        stage, header = [None] * S, [None] * S
+        local_h = set()
+        state = {"done_pieces": 0, "finished": 0}
+
+        def publish():
+            assert not g["reset"], "publish after the counters were reset"
+            if a1 <= a0:
+                return
+            for ls in range(a0 // I, (a1 - 1) // I + 1):
+                lo, hi = max(a0, ls * I), min(a1, (ls + 1) * I)
+                g["slot_cols"][ls] += hi - lo
+
+        def producer():
+            k = 0
+
+            def claim(piece):
+                nonlocal k
+                s = k % S
+                if k >= S:
+                    while not empty[s].done(((k - S) // S) & 1):
+                        yield
+                header[s] = piece
+                stage[s] = None
+                full[s].arrive(1)
+                landings.append((full[s], 1, (s, piece), stage))
+                k += 1
+
+            for c, n in pieces:
+                yield from claim(('gu', c, n))
+            for bx in range(b0, b1):
+                yield from claim(('rows', bx // items_per_slot, bx % items_per_slot))
+            for _ in range(S):
+                s = k % S
+                if k >= S:
+                    while not empty[s].done(((k - S) // S) & 1):
+                        yield
+                header[s] = ('end',)
+                full[s].arrive(0)
+                k += 1
+
+        def consumer(st):
+            use = 0
+            while True:
+                while not full[st].done(use & 1):
+                    yield
+                pc = header[st]
+                if pc[0] == 'end':
+                    return
+                assert stage[st] == pc, f"stage {st}: read {stage[st]} for {pc}"
+                if pc[0] == 'gu':
+                    _, c, n = pc
+                    yield  # the dot products
+                    local_h.update(range(c, c + n))
+                    state["done_pieces"] += 1
+                    if state["done_pieces"] == len(pieces):
+                        for col in sorted(local_h):  # the copy out
+                            yield
+                            g["h"].add(col)
+                        assert local_h == set(range(a0, a1)), "a CTA published before all its columns"
+                        publish()
+                else:
+                    _, ls, r = pc
+                    while g["slot_cols"][ls] < I:
+                        yield
+                    assert set(range(ls * I, ls * I + I)) <= g["h"], f"rows of live slot {ls} read an incomplete h"
+                    yield
+                    g["computed"][(ls, r)] = g["computed"].get((ls, r), 0) + 1
+                yield  # (the named barrier of the pair)
+                empty[st].arrive()
+                use += 1
+
+        def wrap(co):
+            yield from co
+            state["finished"] += 1
+            if state["finished"] == S + 1:
+                assert not g["reset"]
+                g["done"] += 1
+                if g["done"] == G:
+                    assert all(v == I for v in g["slot_cols"]), f"slot counts {g['slot_cols']}, want {I} each"
+                    g["slot_cols"] = [0] * len(live)
+                    g["done"] = 0
+                    g["reset"] = True
+
+        return [wrap(producer())] + [wrap(consumer(st)) for st in range(S)]
+
+    for b in range(G):
+        coros += cta(b)
+    alive = list(range(len(coros)))
+    for _ in range(600000):
+        if not alive:
+            for ls in range(len(live)):
+                for r in range(items_per_slot):
+                    assert g["computed"].get((ls, r)) == 1, f"live slot {ls} item {r}: {g['computed'].get((ls, r))}"
+            assert g["reset"] and g["done"] == 0 and not any(g["slot_cols"]), "counters not left at 0"
+            return
+        if landings and rnd.random() < 0.3:
+            bar, tx, action, stage = landings.pop(rnd.randrange(len(landings)))
+            s, piece = action
+            stage[s] = piece
+            bar.land(tx)
+            continue
+        c = rnd.choice(alive)
+        try:
+            next(coros[c])
+        except StopIteration:
+            alive.remove(c)
+    raise AssertionError(f"no progress (deadlock?): alive {alive}, landings {len(landings)}")
+
+
 def main():
     cases = 0
     for seed in range(400):
@@ -251,8 +387,13 @@ def main():
             boxes = rnd.randint(1, 5)
             run(units, pieces, boxes, S, 1000 + seed, ctas=rnd.randint(1, 4), pool=rnd.randint(0, boxes - 1))
             cases += 1
-    print(f"decode_split protocol: {cases} random schedules (one CTA, then several with a pool), no deadlock, "
-          "no stale or overwritten read, every box once, counters left at 0")
+        for seed in range(200):
+            rnd = random.Random(5000 + seed)
+            run_balanced(rnd.randint(0, 4), rnd.randint(1, 3), rnd.choice([2, 3, 4, 6]), rnd.randint(1, 3),
+                         rnd.randint(1, 4), rnd.randint(2, 5), rnd.randint(1, 9), 5000 + seed)
+            cases += 1
+    print(f"decode_split protocol: {cases} random schedules (one CTA; several with a pool; decode_split=2 over "
+          "several CTAs), no deadlock, no stale or overwritten read, every box once, counters left at 0")
     return 0
 
 

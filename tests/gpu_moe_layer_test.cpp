@@ -690,6 +690,24 @@ TEST(GpuFusedMoe, DecodeSplit) {
   EXPECT_TRUE(same_bits(got, run(pooled))) << "decode_split_box_rows=32 decode_split_pool=15";
   expect_graph_replays_bits(L, s, ws, pooled, got, 3);
   expect_graph_replays_bits(L, s, ws, one, got, 1);
+
+  // decode_split = 2 (the work split evenly over every SM; 28 units of 48
+  // columns over 132 CTAs: 10-11 columns each, so most CTAs publish from
+  // one piece; its down items are full rows, so its sums over I run in
+  // another order than decode_split = 1's): against the two kernels
+  // (relative RMS), then bitwise the same run after run, at another box
+  // height (fewer rows per item, the same sum per row) and from a graph
+  // (its counters must come back to 0 each time).
+  ops::FusedMoeOptions balanced = one;
+  balanced.decode_split = 2;
+  const HostTensor bal = run(balanced);
+  EXPECT_LE(rms(bal), 1e-2) << "relative RMS difference, decode_split=2 vs two kernels";
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(same_bits(bal, run(balanced))) << "decode_split=2, run " << i;
+  balanced.decode_split_box_rows = 24;
+  EXPECT_TRUE(same_bits(bal, run(balanced))) << "decode_split=2 decode_split_box_rows=24";
+  expect_graph_replays_bits(L, s, ws, balanced, bal, 3);
+  for (const char* w : {"t1-k1", "decode-t1-grouped", "decode-t1-h200"})
+    EXPECT_EQ(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA, w, {{"decode_split", 2}}), 1) << w;
 }
 
 // The fused gate + mapping launch against the two kernels run apart: every

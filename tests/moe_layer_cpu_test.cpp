@@ -996,10 +996,15 @@ TEST(FusedMoeCpu, DecodeSplitKernelsAndErrors) {
   ASSERT_EQ(specs.size(), 4u);
   EXPECT_EQ(specs[2].function, "tc::moe::decode_split_kernel");
   EXPECT_EQ(specs[3].function, "tc::moe::decode_split_combine_kernel");
-  for (size_t i : {size_t(2), size_t(3)}) {
-    const auto k = jit::compile(specs[i], {}, "sm_90a");
-    EXPECT_EQ(k->resources.spill_store_bytes, 0) << specs[i].function;
-    EXPECT_EQ(k->resources.stack_frame_bytes, 0) << specs[i].function;
+  ops::FusedMoeOptions balanced = split;
+  balanced.decode_split = 2;
+  const auto bspecs = ops::fused_moe_kernel_specs(layer(1, I, keep), p, balanced);
+  ASSERT_EQ(bspecs.size(), 4u);
+  EXPECT_EQ(bspecs[2].function, "tc::moe::decode_split_balanced_kernel");
+  for (const jit::KernelSpec& s : {specs[2], specs[3], bspecs[2]}) {
+    const auto k = jit::compile(s, {}, "sm_90a");
+    EXPECT_EQ(k->resources.spill_store_bytes, 0) << s.function;
+    EXPECT_EQ(k->resources.stack_frame_bytes, 0) << s.function;
   }
   TC_EXPECT_ERROR(ops::fused_moe_kernel_specs(layer(1, I, keep), p, split, 8), ErrorKind::kInvalidArgument,
                   "decode_split", "sm_8x");
@@ -1008,8 +1013,8 @@ TEST(FusedMoeCpu, DecodeSplitKernelsAndErrors) {
   split.decode = 1;
   TC_EXPECT_ERROR(ops::fused_moe_kernel_specs(layer(2, I, keep), p, split), ErrorKind::kInvalidArgument,
                   "decode_split", "T = 2");
-  TC_EXPECT_ERROR(ops::fused_moe_options({{"decode_split", 2}}, "--config"), ErrorKind::kInvalidArgument,
-                  "decode_split", "2");
+  TC_EXPECT_ERROR(ops::fused_moe_options({{"decode_split", 3}}, "--config"), ErrorKind::kInvalidArgument,
+                  "decode_split", "3");
   // Box heights: a multiple of 8 up to 256, and at least a gate/up column
   // pair (4 H bytes) per stage.
   TC_EXPECT_ERROR(ops::fused_moe_options({{"decode_split_box_rows", 12}}, "--config"),
@@ -1069,6 +1074,22 @@ TEST(FusedMoeCpu, DecodeSplitPlan) {
                   "decode_split_pool", "64");
   TC_EXPECT_ERROR(ops::fused_moe_options({{"decode_split_pool", -2}}, "--config"), ErrorKind::kInvalidArgument,
                   "decode_split_pool", "-2");
+  // decode_split = 2: one CTA per SM, no pool, at most 512 columns of h
+  // each; its down items are the full rows that fill a stage (112 x 128
+  // elements: 7 rows of 2048), and I must fit a stage.
+  const ops::DecodeSplitPlan b = ops::decode_split_plan(8, 7168, 2048, 132, 0, 0, -1, true);
+  EXPECT_TRUE(b.balanced);
+  EXPECT_EQ(b.grid, 132);
+  EXPECT_EQ(b.pool_boxes, 0);
+  EXPECT_EQ(b.down_rows, 7);
+  EXPECT_EQ(ops::decode_split_plan(4, 512, 336, 132, 48, 24, -1, true).down_rows, 3);  // 1152-element stages
+  TC_EXPECT_ERROR(ops::decode_split_plan(2, 7168, 14464, 132, 0, 0, -1, true), ErrorKind::kInvalidArgument,
+                  "decode_split", "I = 14464");  // 14336-element stages
+  EXPECT_EQ(ops::decode_split_plan(8, 7168, 2048, 132, 0, 0).grid, 128);  // one CTA per unit
+  TC_EXPECT_ERROR(ops::decode_split_plan(8, 7168, 2048, 132, 0, 0, 4, true), ErrorKind::kInvalidArgument,
+                  "decode_split_pool", "decode_split=2");
+  TC_EXPECT_ERROR(ops::decode_split_plan(8, 7168, 2048, 16, 0, 0, -1, true), ErrorKind::kInvalidArgument,
+                  "decode_split", "1024 columns per SM");
 }
 
 // 9..64 rows per expert: on sm_90 (what kernel listings assume without a
@@ -1286,4 +1307,27 @@ TEST(LaunchCounters, CapturedLaunchesOwnTheirPairs) {
   TC_EXPECT_ERROR(s.next(true, "moe_grouped_gemm"), ErrorKind::kInvalidArgument, "moe_grouped_gemm", "stream",
                   "CUDA graphs", "while capturing");
   EXPECT_EQ(s.next(false, "op"), 0u);  // plain launches go on
+}
+
+// Blocks of pairs (decode_split = 2 keeps a count per slot after its pair):
+// consecutive, never wrapping past the eager pairs' end (they start over at
+// 0), captured blocks counted pair by pair; 0 pairs or more than a block
+// may hold is an error naming the op.
+TEST(LaunchCounters, BlocksAreConsecutiveAndNeverWrap) {
+  using Slots = ops::CounterPairSlots;
+  Slots s;
+  EXPECT_EQ(s.next(false, "op", 17), 0u);
+  EXPECT_EQ(s.next(false, "op"), 17u);
+  for (unsigned i = 18; i < Slots::kEagerPairs - 3; ++i) s.next(false, "op");
+  EXPECT_EQ(s.next(false, "op", 17), 0u) << "a block that would cross the end starts over";
+  EXPECT_EQ(s.next(false, "op", 2), 17u);
+  EXPECT_EQ(s.next(true, "op", 5), Slots::kEagerPairs);
+  EXPECT_EQ(s.next(true, "op", 1), Slots::kEagerPairs + 5);
+  TC_EXPECT_ERROR(s.next(false, "fused_moe", 0), ErrorKind::kInvalidArgument, "fused_moe", "counters", "0");
+  TC_EXPECT_ERROR(s.next(true, "fused_moe", Slots::kMaxBlockPairs + 1), ErrorKind::kInvalidArgument, "fused_moe",
+                  "counters", "513");
+  for (unsigned left = Slots::kCapturedPairs - 6; left >= Slots::kMaxBlockPairs; left -= Slots::kMaxBlockPairs)
+    s.next(true, "op", Slots::kMaxBlockPairs);
+  TC_EXPECT_ERROR(s.next(true, "fused_moe", Slots::kMaxBlockPairs), ErrorKind::kInvalidArgument, "fused_moe",
+                  "stream", "while capturing");
 }

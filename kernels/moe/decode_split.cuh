@@ -203,16 +203,17 @@ struct DecodeSplit {
     mbar_wait(&sh.x_full, 0);
   }
 
-  // Dot products of rows w, w + H, ... (NR of them) with x, lane l taking
-  // 8-element chunks l, l + 32, ...: out[i] in every lane.
-  template <int NR>
+  // Dot products of rows w, w + H, ... (NR of them, in shared memory) with
+  // x (shared, or with kGlobalX global through L1), lane l taking 8-element
+  // chunks l, l + 32, ...: out[i] in every lane.
+  template <int NR, bool kGlobalX = false>
   static __device__ __forceinline__ void dot_rows(const T* w, const T* x, int H, int lane, float (&out)[NR]) {
     float acc[NR];
 #pragma unroll
     for (int i = 0; i < NR; ++i) acc[i] = 0.f;
 #pragma unroll 2
     for (int q = lane; q < H / 8; q += 32) {
-      const Vec<T, 8> xv = load_shared<T, 8>(x + 8 * q);
+      const Vec<T, 8> xv = kGlobalX ? load_global_l1<T, 8>(x + 8 * q) : load_shared<T, 8>(x + 8 * q);
       float xf[8];
 #pragma unroll
       for (int j = 0; j < 8; ++j) xf[j] = to_float(xv.v[j]);
@@ -229,6 +230,61 @@ struct DecodeSplit {
 #pragma unroll
       for (int off = 16; off > 0; off >>= 1) out[i] += __shfl_xor_sync(0xffffffffu, out[i], off);
     }
+  }
+
+  // A gate/up piece's row sums: this warp's matrix (the even warp of the
+  // pair the gate rows, the odd one the up rows) dotted with x, into
+  // sum[half * kMaxGuCols + i] (lane 0 writes).
+  static __device__ __forceinline__ void piece_sums(const T* stage, const T* x, int n, int H, int half, int lane,
+                                                    float* sum) {
+    const T* rows = stage + (long long)half * n * H;
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+      float v[4];
+      dot_rows<4>(rows + (long long)i * H, x, H, lane, v);
+      if (lane == 0)
+        for (int j = 0; j < 4; ++j) sum[half * kMaxGuCols + i + j] = v[j];
+    }
+    for (; i < n; ++i) {
+      float v[1];
+      dot_rows<1>(rows + (long long)i * H, x, H, lane, v);
+      if (lane == 0) sum[half * kMaxGuCols + i] = v[0];
+    }
+  }
+
+  // One down box: this warp's half of its R rows (n of them real) dotted
+  // with h (hv: lane l's columns 8 l .. 8 l + 7), one fp32 partial per row
+  // into out[r]. kStep rows per step: a uniform loop (R is a multiple of 8,
+  // so with kStep <= 4 every step is inside the half; wider steps check).
+  // Rows past the matrix are zeros in the stage and are not stored.
+  static __device__ __forceinline__ void down_box(const T* stage, const float (&hv)[8], float* out, int R, int n,
+                                                  int half, int lane) {
+    const int l = lane % kLanes, sub = lane / kLanes;
+    const bool live = kLive || 8 * l < W;
+    const int end = half ? R : R / 2;
+#pragma unroll 4
+    for (int r0 = half * (R / 2); r0 < end; r0 += kStep) {
+      const int r = r0 + sub;
+      const bool row = kStep <= 4 || r < end;
+      float acc = 0.f;
+      if (row && live) {
+        const Vec<T, 8> wv = load_shared<T, 8>(stage + (long long)r * W + 8 * l);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc = fmaf(to_float(wv.v[j]), hv[j], acc);
+      }
+#pragma unroll
+      for (int off = kLanes / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+      if (l == 0 && row && r < n) out[r] = acc;
+    }
+  }
+
+  // Lane l's h values for a down box: columns 8 l .. 8 l + 7 of `h` (shared
+  // or, with `global`, read past L1 from another CTA's published slice).
+  static __device__ __forceinline__ void h_lanes(const float* h, bool global, int lane, float (&hv)[8]) {
+    const int l = lane % kLanes;
+    const bool live = kLive || 8 * l < W;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) hv[j] = !live ? 0.f : global ? __ldcg(h + 8 * l + j) : h[8 * l + j];
   }
 
   static __device__ __forceinline__ void consume(const DecodeSplitLaunch& L, Shared& sh, const T* smem, int warp) {
@@ -249,20 +305,7 @@ struct DecodeSplit {
         // read (and, with a pool, its copy to h_global made: one more count).
         const unsigned readers = unsigned((p.H + R - 1) / R - p.pool_boxes) + (p.pool_boxes > 0);
         if (pc.lunit >= 2) wait_count(&sh.h_free[b], unsigned(pc.lunit >> 1) * readers, lane);
-        // This warp's matrix: the even warp the gate rows, the odd one the up rows.
-        const T* rows = stage + (long long)half * pc.n * p.H;
-        int i = 0;
-        for (; i + 4 <= pc.n; i += 4) {
-          float v[4];
-          dot_rows<4>(rows + (long long)i * p.H, x, p.H, lane, v);
-          if (lane == 0)
-            for (int j = 0; j < 4; ++j) sh.sum[st][half * kMaxGuCols + i + j] = v[j];
-        }
-        for (; i < pc.n; ++i) {
-          float v[1];
-          dot_rows<1>(rows + (long long)i * p.H, x, p.H, lane, v);
-          if (lane == 0) sh.sum[st][half * kMaxGuCols + i] = v[0];
-        }
+        piece_sums(stage, x, pc.n, p.H, half, lane, sh.sum[st]);
         asm volatile("bar.sync %0, 64;\n" ::"r"(1 + st) : "memory");  // both matrices' sums are written
         if (half != 0) continue;
         for (int c = lane; c < pc.n; c += 32) {
@@ -293,42 +336,19 @@ struct DecodeSplit {
         }
         if (lane == 0) mbar_arrive(&sh.empty[st]);
       } else {
-        const int l = lane % kLanes, sub = lane / kLanes;
-        const bool live = kLive || 8 * l < W;
         float hv[8];
         if (pc.kind == 1) {
           // Every piece of this unit has written h (each earlier unit of the
           // buffer counted its pieces too).
           const unsigned pieces = unsigned(W + p.gu_cols - 1) / p.gu_cols;
           wait_count(&sh.h_ready[b], unsigned((pc.lunit >> 1) + 1) * pieces, lane);
-#pragma unroll
-          for (int j = 0; j < 8; ++j) hv[j] = live ? sh.h[b][8 * l + j] : 0.f;
+          h_lanes(sh.h[b], false, lane, hv);
         } else {
           // A pool box: its unit was published before the producer claimed
           // it (the same values its owner holds, so the same bits).
-#pragma unroll
-          for (int j = 0; j < 8; ++j) hv[j] = live ? __ldcg(p.h_global + (long long)pc.unit * W + 8 * l + j) : 0.f;
+          h_lanes(p.h_global + (long long)pc.unit * W, true, lane, hv);
         }
-        float* out = p.partial + (long long)pc.unit * p.H + pc.at;
-        // The warp's half of the box, kStep rows per step: a uniform loop
-        // (R is a multiple of 8, so with kStep <= 4 every step is inside
-        // the half; wider steps check). Rows past the matrix are zeros in
-        // the stage and are not stored.
-        const int end = half ? R : R / 2;
-#pragma unroll 4
-        for (int r0 = half * (R / 2); r0 < end; r0 += kStep) {
-          const int r = r0 + sub;
-          const bool row = kStep <= 4 || r < end;
-          float acc = 0.f;
-          if (row && live) {
-            const Vec<T, 8> wv = load_shared<T, 8>(stage + (long long)r * W + 8 * l);
-#pragma unroll
-            for (int j = 0; j < 8; ++j) acc = fmaf(to_float(wv.v[j]), hv[j], acc);
-          }
-#pragma unroll
-          for (int off = kLanes / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-          if (l == 0 && row && r < pc.n) out[r] = acc;
-        }
+        down_box(stage, hv, p.partial + (long long)pc.unit * p.H + pc.at, R, pc.n, half, lane);
         asm volatile("bar.sync %0, 64;\n" ::"r"(1 + st) : "memory");  // both halves have read h and the stage
         if (half == 0 && lane == 0) {
           if (pc.kind == 1) count(&sh.h_free[b]);

@@ -9,7 +9,9 @@ constexpr int kSplitMaxCols = 128;        // W: columns of I per unit (one down 
 constexpr int kSplitMaxBoxRows = 256;     // R: rows of H per down box (R x 256 bytes = one stage; the
                                           // tensor copy's limit), a multiple of 8
 constexpr int kSplitMaxStages = 8;
+constexpr int kSplitMaxSlots = 32;        // K: slots of the token (fused_moe's top_k limit)
 constexpr int kSplitThreads = 16 * 32 + 32;  // two consumer warps per stage (those past the stages idle) + the producer
+constexpr int kBalancedMaxCols = 512;     // decode_split = 2: phase-A columns of h per CTA (the host checks)
 constexpr int kCombineCols = 32;          // the combine kernel: columns per CTA (a warp's row of loads)
 constexpr int kCombineThreads = 256;      // 8 warps: slots j, j + 8, ... each
 
@@ -30,9 +32,12 @@ struct DecodeSplitParams {
   // unit go to a pool that any CTA may take from once every unit's h is in
   // h_global. sched: a launch counter pair (ops/moe/launch_counters.h),
   // left at 0: [0] counts pool claims (low 16 bits) and units whose h is
-  // published (high bits), [1] the CTAs done.
+  // published (high bits), [1] the CTAs done. decode_split = 2: sched[1]
+  // the CTAs done, then one published-column count per live slot.
   int pool_boxes;
-  float* h_global;    // [S * slices, W]: each unit's h slice (pool_boxes > 0)
+  float* h_global;    // [S * slices, W]: each unit's h slice (pool_boxes > 0; decode_split = 2: as T)
+  const void* w_down; // [E, H, I] stacked (decode_split = 2 reads full rows by bulk copies)
+  int down_rows;      // decode_split = 2: full down rows per phase-B item (n I elements fit a stage)
   unsigned* sched;
 };
 

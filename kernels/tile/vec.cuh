@@ -106,6 +106,19 @@ __device__ __forceinline__ Vec<T, N> load_shared(const T* p) {
   return out;
 }
 
+// 16 bytes from global memory through L1 (ld.global.ca): for data written
+// by other CTAs of this kernel, only after an acquire that made it visible
+// (an acquire at gpu scope invalidates this SM's L1).
+template <typename T, int N>
+__device__ __forceinline__ Vec<T, N> load_global_l1(const T* p) {
+  static_assert(sizeof(T) * N == 16, "one 16-byte access");
+  Vec<T, N> out;
+  uint4 r;
+  asm volatile("ld.global.ca.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  *reinterpret_cast<uint4*>(&out) = r;
+  return out;
+}
+
 template <typename T, int N>
 __device__ __forceinline__ void store(T* p, const Vec<T, N>& v) {
   using R = typename detail::Raw<int(sizeof(T) * N)>::type;

@@ -86,7 +86,10 @@ struct FusedMoeOptions {
   // kernel (kernels/moe/decode_split.cuh; an error where it does not apply:
   // sm_90, stacked [N, K] weights, H a multiple of 8 up to 8192, I with a
   // slice width: a multiple of 8 up to 128 dividing it, at least H / 128);
-  // 0 = the two grouped GEMM launches; -1 = choose (the one
+  // 2 = the same with its work split evenly over every SM
+  // (kernels/moe/decode_split_balanced.cuh; slower than 1 where measured,
+  // and I must fit a ring stage); 0 = the
+  // two grouped GEMM launches; -1 = choose (the one
   // kernel where it applies and its (slot, 128-column) units fill the SMs'
   // waves to 90%: DeepSeek-V3 and Kimi-K2 on the H200). Its sums run in
   // another fp32 order than the two launches' (each deterministic).

@@ -64,7 +64,8 @@ std::string decode_split_blocker(const FusedMoeArgs& a, int64_t T, int64_t H, in
   return width_blocker(H, I);
 }
 
-DecodeSplitPlan decode_split_plan(int64_t K, int64_t H, int64_t I, int sm_count, int cols, int box_rows, int pool) {
+DecodeSplitPlan decode_split_plan(int64_t K, int64_t H, int64_t I, int sm_count, int cols, int box_rows, int pool,
+                                  bool balanced) {
   const int64_t sms = sm_count > 0 ? sm_count : 132;
   DecodeSplitPlan plan;
   if (cols > 0) {
@@ -132,14 +133,40 @@ DecodeSplitPlan decode_split_plan(int64_t K, int64_t H, int64_t I, int sm_count,
                  std::to_string(pool));
     plan.pool_boxes = pool;
   }
-  plan.grid = std::clamp<int64_t>(plan.units, 1, sms);
   plan.workspace_bytes = size_t(plan.units * (H + W)) * sizeof(float);
+  plan.grid = std::clamp<int64_t>(plan.units, 1, sms);
+  if (balanced) {
+    // One CTA per SM, each with an even share of the columns and the boxes
+    // (kernels/moe/decode_split_balanced.cuh); no pool.
+    plan.balanced = true;
+    plan.grid = sms;
+    TC_CHECK_ARG(pool <= 0, "fused_moe", "decode_split_pool", "0 or -1 with decode_split=2 (no pool: the work is "
+                 "split evenly already)", std::to_string(pool));
+    plan.pool_boxes = 0;
+    // Phase B reads full rows of the down matrix (bulk copies of
+    // contiguous bytes, not W-column boxes): as many as fill a stage.
+    const int64_t stage_elems = int64_t(plan.box_rows) * W;
+    TC_CHECK_ARG(I <= stage_elems, "fused_moe", "decode_split",
+                 fmt::format("2 only where a ring stage ({} elements) holds a full down row of I elements",
+                             stage_elems),
+                 fmt::format("2 with I = {}", I));
+    plan.down_rows = int(std::min<int64_t>(stage_elems / I, H));
+    const int64_t per_cta = (plan.units * W + sms - 1) / sms;
+    TC_CHECK_ARG(per_cta <= tc::moe::kBalancedMaxCols, "fused_moe", "decode_split",
+                 fmt::format("2 only where each SM takes at most {} columns of h", tc::moe::kBalancedMaxCols),
+                 fmt::format("2 with {} columns per SM ({} slots x I = {} over {} SMs)", per_cta, K, I, sms));
+  }
   return plan;
 }
 
-std::vector<jit::KernelSpec> decode_split_kernel_specs(DType act, DType out, int cols) {
+std::vector<jit::KernelSpec> decode_split_kernel_specs(DType act, DType out, int cols, bool balanced) {
   const std::string a = dtype_kernel_type(act), o = dtype_kernel_type(out);
   const std::string types = fmt::format("{}->{}", dtype_name(act), dtype_name(out));
+  if (balanced)
+    return {jit::KernelSpec{"moe/decode_split_balanced.cuh", "tc::moe::decode_split_balanced_kernel",
+                            {a, o, std::to_string(cols)},
+                            fmt::format("decode-split balanced over the SMs W={} {}", cols, types), true},
+            spec("tc::moe::decode_split_combine_kernel", {a, o}, fmt::format("decode-split combine {}", types))};
   return {spec("tc::moe::decode_split_kernel", {a, o, std::to_string(cols)},
                fmt::format("decode-split one kernel per token W={} {}", cols, types)),
           spec("tc::moe::decode_split_combine_kernel", {a, o}, fmt::format("decode-split combine {}", types))};
@@ -156,8 +183,8 @@ void decode_split(const FusedMoeArgs& a, const TensorView& ids, const TensorView
   const uint64_t code = uint64_t(a.x.dtype) | uint64_t(a.out.dtype) << 8;
   static jit::OpKernelCache main_kernels, combine_kernels;
   const jit::Launchable& k = main_kernels.get(
-      code | uint64_t(plan.cols) << 16, compile, dev,
-      [&] { return decode_split_kernel_specs(a.x.dtype, a.out.dtype, plan.cols)[0]; },
+      code | uint64_t(plan.cols) << 16 | uint64_t(plan.balanced) << 32, compile, dev,
+      [&] { return decode_split_kernel_specs(a.x.dtype, a.out.dtype, plan.cols, plan.balanced)[0]; },
       [](const jit::Launchable& l) {
         TC_DRV(cuFuncSetAttribute, l.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                int(kSmemBudget + 1024));
@@ -180,15 +207,22 @@ void decode_split(const FusedMoeArgs& a, const TensorView& ids, const TensorView
   p.slices = plan.slices;
   p.stages = plan.stages, p.box_rows = plan.box_rows, p.gu_cols = plan.gu_cols;
   p.pool_boxes = plan.pool_boxes;
-  if (plan.pool_boxes > 0) {
+  p.w_down = a.w_down.stacked->data;
+  p.down_rows = plan.down_rows;
+  if (plan.pool_boxes > 0 || plan.balanced) {
     p.h_global = p.partial + plan.units * H;
-    p.sched = launch_counter_pair(dev, stream, "fused_moe");
+    // The balanced kernel also keeps a column count per slot after the pair.
+    p.sched = plan.balanced ? launch_counters(dev, stream, "fused_moe", unsigned(1 + (K + 1) / 2))
+                            : launch_counter_pair(dev, stream, "fused_moe");
   }
   // The down weights [E, H, I]: dims (I, H, E), boxes of W columns x box_rows rows, unswizzled.
   const int64_t esz = int64_t(dtype_size(a.x.dtype));
   encode_tma_map(L.down, a.w_down.stacked->data, a.x.dtype, {I, H, E}, {I * esz, H * I * esz},
                  {plan.cols, plan.box_rows}, false);
   if (stream_part) jit::launch(k, unsigned(plan.grid), 1, tc::moe::kSplitThreads, unsigned(smem), stream, &L);
+  // The balanced kernel leaves one partial row per slot (its down items
+  // span all of I): the combine adds the slots only.
+  if (plan.balanced) p.slices = 1;
   if (combine)
     jit::launch(kc, unsigned((H + tc::moe::kCombineCols - 1) / tc::moe::kCombineCols), 1,
                 tc::moe::kCombineThreads, unsigned(K * tc::moe::kCombineCols * sizeof(float)), stream, &p);

@@ -25,16 +25,18 @@ std::string decode_split_blocker(const FusedMoeArgs& a, int64_t T, int64_t H, in
 struct DecodeSplitPlan {
   int cols = 0, box_rows = 0, stages = 0, gu_cols = 0, slices = 0;
   int boxes = 0, pool_boxes = 0;  // down boxes per unit; the last pool_boxes of them in the pool
+  bool balanced = false;          // decode_split = 2: the work split evenly over every SM
+  int down_rows = 0;              // balanced: full down rows per phase-B item (a stage's worth)
   int64_t units = 0;
-  int64_t grid = 0;            // CTAs: one per unit, at most one per SM
+  int64_t grid = 0;            // CTAs: one per unit, at most one per SM (balanced: one per SM)
   double fill = 0;             // units / (waves x SMs)
   size_t workspace_bytes = 0;  // the fp32 partials (units x H), then each unit's h (units x W)
 };
 DecodeSplitPlan decode_split_plan(int64_t K, int64_t H, int64_t I, int sm_count, int cols, int box_rows,
-                                  int pool = -1);
-// Its two kernels (the streaming one at `cols` columns per slice, the
-// combine), for compile listings.
-std::vector<jit::KernelSpec> decode_split_kernel_specs(DType act, DType out, int cols);
+                                  int pool = -1, bool balanced = false);
+// Its two kernels (the streaming one at `cols` columns per slice, its
+// balanced form where asked, the combine), for compile listings.
+std::vector<jit::KernelSpec> decode_split_kernel_specs(DType act, DType out, int cols, bool balanced = false);
 // Launches the streaming kernel (stream_part) and the combine (combine) on
 // `stream`: ids and weights [1, K] (from the gate or the caller), partial:
 // plan.workspace_bytes of device memory (a plan made for this device's

@@ -224,7 +224,7 @@ std::optional<DecodeSplitPlan> split_path(const FusedMoeArgs& a, const Dims& d, 
                  why);
   }
   DecodeSplitPlan plan = decode_split_plan(d.K, d.H, d.I, sm_count, o.decode_split_cols, o.decode_split_box_rows,
-                                           o.decode_split_pool);
+                                           o.decode_split_pool, o.decode_split == 2);
   if (choose && !(plan.cols == 128 && plan.fill >= 0.9)) return std::nullopt;
   return plan;
 }
@@ -268,8 +268,10 @@ FusedMoeOptions fused_moe_options(const std::map<std::string, int>& config, cons
                    std::to_string(v));
       m.gate_tokens_per_block = v;
     } else if (k == "decode_split") {
-      TC_CHECK_ARG(v >= -1 && v <= 1, kOp, arg,
-                   "decode_split 0 (two launches), 1 (one kernel + combine) or -1 (choose)", std::to_string(v));
+      TC_CHECK_ARG(v >= -1 && v <= 2, kOp, arg,
+                   "decode_split 0 (two launches), 1 (one kernel + combine), 2 (the same, its work split evenly over "
+                   "every SM) or -1 (choose)",
+                   std::to_string(v));
       m.decode_split = v;
     } else if (k == "decode_split_cols") {
       TC_CHECK_ARG(v >= 0 && v <= tc::moe::kSplitMaxCols && v % 8 == 0, kOp, arg,
@@ -443,7 +445,8 @@ std::vector<jit::KernelSpec> fused_moe_kernel_specs(const FusedMoeArgs& a, const
   if (decode_path(a, d, o)) {
     if (!p.given_routing) specs.push_back(moe_topk_gate_kernel_spec(g, p.gate));
     if (split) {
-      for (auto& s : decode_split_kernel_specs(a.x.dtype, a.out.dtype, split->cols)) specs.push_back(s);
+      for (auto& s : decode_split_kernel_specs(a.x.dtype, a.out.dtype, split->cols, split->balanced))
+        specs.push_back(s);
       return specs;
     }
     add_projection(true, decode_gate_up_args(a, b, d), o.gate_up);

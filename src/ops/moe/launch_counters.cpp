@@ -9,17 +9,32 @@
 
 namespace tilecraft::ops {
 
-unsigned CounterPairSlots::next(bool capturing, const char* op) {
-  if (!capturing) return eager_++ % kEagerPairs;
-  TC_CHECK_ARG(captured_ < kCapturedPairs, op, "stream",
+unsigned CounterPairSlots::next(bool capturing, const char* op, unsigned pairs) {
+  TC_CHECK_ARG(pairs >= 1 && pairs <= kMaxBlockPairs, op, "counters",
+               "1 .. " + std::to_string(kMaxBlockPairs) + " counter pairs per launch", std::to_string(pairs));
+  if (!capturing) {
+    // A block never wraps: it starts over at pair 0 instead.
+    if (eager_ % kEagerPairs + pairs > kEagerPairs) eager_ += kEagerPairs - eager_ % kEagerPairs;
+    const unsigned first = eager_ % kEagerPairs;
+    eager_ += pairs;
+    return first;
+  }
+  TC_CHECK_ARG(captured_ + pairs <= kCapturedPairs, op, "stream",
                "at most " + std::to_string(kCapturedPairs) +
-                   " counter-using launches recorded into CUDA graphs per device and process (each keeps its own "
+                   " counter pairs recorded into CUDA graphs per device and process (each launch keeps its own "
                    "counters)",
-               "one more, while capturing");
-  return kEagerPairs + captured_++;
+               std::to_string(pairs) + " more, while capturing, with " +
+                   std::to_string(kCapturedPairs - captured_) + " left");
+  const unsigned first = kEagerPairs + captured_;
+  captured_ += pairs;
+  return first;
 }
 
 unsigned* launch_counter_pair(int device, CUstream stream, const char* op) {
+  return launch_counters(device, stream, op, 1);
+}
+
+unsigned* launch_counters(int device, CUstream stream, const char* op, unsigned pairs) {
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   TC_DRV(cuStreamIsCapturing, stream, &status);
   struct Buffer {
@@ -36,7 +51,7 @@ unsigned* launch_counter_pair(int device, CUstream stream, const char* op) {
     TC_DRV(cuMemAlloc, &b.base, bytes);
     TC_DRV(cuMemsetD8, b.base, 0, bytes);
   }
-  const unsigned slot = b.slots.next(status == CU_STREAM_CAPTURE_STATUS_ACTIVE, op);
+  const unsigned slot = b.slots.next(status == CU_STREAM_CAPTURE_STATUS_ACTIVE, op, pairs);
   return reinterpret_cast<unsigned*>(b.base) + 2 * size_t(slot);
 }
 

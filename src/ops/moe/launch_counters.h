@@ -18,8 +18,10 @@ class CounterPairSlots {
   static constexpr unsigned kEagerPairs = 4096;
   static constexpr unsigned kCapturedPairs = 65536;
   static constexpr unsigned kPairs = kEagerPairs + kCapturedPairs;
-  // Throws, naming `op`, once captures have taken every captured pair.
-  unsigned next(bool capturing, const char* op);
+  // The first of `pairs` consecutive pairs (1 .. kMaxBlockPairs). Throws,
+  // naming `op`, once captures have taken every captured pair.
+  unsigned next(bool capturing, const char* op, unsigned pairs = 1);
+  static constexpr unsigned kMaxBlockPairs = 512;
 
  private:
   unsigned eager_ = 0, captured_ = 0;
@@ -31,5 +33,9 @@ class CounterPairSlots {
 // must not happen inside a stream capture that forbids allocation (run the op
 // once before capturing it).
 unsigned* launch_counter_pair(int device, CUstream stream, const char* op);
+
+// The same for 2 * `pairs` consecutive counters (a kernel whose blocks each
+// keep a flag, e.g. decode_split = 2); pairs <= CounterPairSlots::kMaxBlockPairs.
+unsigned* launch_counters(int device, CUstream stream, const char* op, unsigned pairs);
 
 }  // namespace tilecraft::ops
