@@ -77,19 +77,8 @@ def cta(units, pieces_per_unit, boxes_per_unit, S, pool, g, rnd, landings, ctas_
     def producer():
         x_full.arrive(1)
         landings.append((x_full, 1, None, stage))
-        k = 0
-
-        def claim(piece):
-            nonlocal k
-            s = k % S
-            if k >= S:
-                while not empty[s].done(((k - S) // S) & 1):
-                    yield
-            header[s] = piece
-            stage[s] = None
-            full[s].arrive(1)
-            landings.append((full[s], 1, (s, piece), stage))
-            k += 1
+        ring = Ring(S, full, empty, header, stage, landings)
+        claim = ring.claim
 
         for lu, u in enumerate(live):
             for i in range(pieces_per_unit):
@@ -108,14 +97,7 @@ def cta(units, pieces_per_unit, boxes_per_unit, S, pool, g, rnd, landings, ctas_
                     if v >= len(order) * pool:
                         break
                     yield from claim(('pool', 0, order[v % len(order)], own_boxes + v // len(order)))
-        for _ in range(S):
-            s = k % S
-            if k >= S:
-                while not empty[s].done(((k - S) // S) & 1):
-                    yield
-            header[s] = ('end',)
-            full[s].arrive(0)
-            k += 1
+        yield from ring.finish()
         while not x_full.done(0):
             yield
 
@@ -197,26 +179,13 @@ def cta(units, pieces_per_unit, boxes_per_unit, S, pool, g, rnd, landings, ctas_
     return [wrap(producer())] + [wrap(consumer(st)) for st in range(S)]
 
 
-def run(units, pieces_per_unit, boxes_per_unit, S, seed, ctas=1, pool=0):
-    rnd = random.Random(seed)
-    live_units = {u for u in range(units) if rnd.random() > 0.2}  # some slots are dropped: no pieces
-    g = Global(live_units, pool)
-    landings = []  # (bar, tx, action, that CTA's stages)
-    ctas = max(1, min(ctas, units)) if units else 1
-    coros = []
-    for c in range(ctas):
-        mine = list(range(units * c // ctas, units * (c + 1) // ctas))
-        coros += cta(mine, pieces_per_unit, boxes_per_unit, S, pool, g, rnd, landings, ctas)
+def interleave(coros, landings, rnd, steps):
+    """Runs the coroutines (warps) and the copies' landings in a random
+    order until every coroutine has returned; fails if none can move."""
     alive = list(range(len(coros)))
-    for _ in range(400000):
+    for _ in range(steps):
         if not alive:
-            for u in live_units:
-                for r in range(boxes_per_unit):
-                    assert g.computed.get((u, r)) == 1, f"unit {u} box {r} computed {g.computed.get((u, r))} times"
-            assert len(g.computed) == len(live_units) * boxes_per_unit, "a box of a dropped unit was computed"
-            if pool:
-                assert g.reset and g.claims == g.published == g.done == 0, "counters not left at 0"
-            return len(live_units)
+            return
         if landings and rnd.random() < 0.3:
             bar, tx, action, stage = landings.pop(rnd.randrange(len(landings)))
             if action is not None:
@@ -230,6 +199,59 @@ def run(units, pieces_per_unit, boxes_per_unit, S, seed, ctas=1, pool=0):
         except StopIteration:
             alive.remove(c)
     raise AssertionError(f"no progress (deadlock?): alive {alive}, landings {len(landings)}")
+
+
+class Ring:
+    """The producer's side of a CTA's ring (both kernels): piece k takes
+    stage k % S once that stage's previous use is released; finish() gives
+    every consumer its end marker."""
+
+    def __init__(self, S, full, empty, header, stage, landings):
+        self.S, self.full, self.empty, self.header, self.stage, self.landings = S, full, empty, header, stage, landings
+        self.k = 0
+
+    def wait_free(self):
+        S, k = self.S, self.k
+        if k >= S:
+            while not self.empty[k % S].done(((k - S) // S) & 1):
+                yield
+
+    def claim(self, piece):
+        yield from self.wait_free()
+        s = self.k % self.S
+        self.header[s] = piece
+        self.stage[s] = None
+        self.full[s].arrive(1)
+        self.landings.append((self.full[s], 1, (s, piece), self.stage))
+        self.k += 1
+
+    def finish(self):
+        for _ in range(self.S):
+            yield from self.wait_free()
+            s = self.k % self.S
+            self.header[s] = ('end',)
+            self.full[s].arrive(0)
+            self.k += 1
+
+
+def run(units, pieces_per_unit, boxes_per_unit, S, seed, ctas=1, pool=0):
+    rnd = random.Random(seed)
+    live_units = {u for u in range(units) if rnd.random() > 0.2}  # some slots are dropped: no pieces
+    g = Global(live_units, pool)
+    landings = []  # (bar, tx, action, that CTA's stages)
+    ctas = max(1, min(ctas, units)) if units else 1
+    coros = []
+    for c in range(ctas):
+        mine = list(range(units * c // ctas, units * (c + 1) // ctas))
+        coros += cta(mine, pieces_per_unit, boxes_per_unit, S, pool, g, rnd, landings, ctas)
+    interleave(coros, landings, rnd, 400000)
+    for u in live_units:
+        for r in range(boxes_per_unit):
+            assert g.computed.get((u, r)) == 1, f"unit {u} box {r} computed {g.computed.get((u, r))} times"
+    assert len(g.computed) == len(live_units) * boxes_per_unit, "a box of a dropped unit was computed"
+    if pool:
+        assert g.reset and g.claims == g.published == g.done == 0, "counters not left at 0"
+    return len(live_units)
 
 
 def run_balanced(slots, slices, W, gu, items_per_slot, S, G, seed):
@@ -272,32 +294,14 @@ def run_balanced(slots, slices, W, gu, items_per_slot, S, G, seed):
                 g["slot_cols"][ls] += hi - lo
 
         def producer():
-            k = 0
-
-            def claim(piece):
-                nonlocal k
-                s = k % S
-                if k >= S:
-                    while not empty[s].done(((k - S) // S) & 1):
-                        yield
-                header[s] = piece
-                stage[s] = None
-                full[s].arrive(1)
-                landings.append((full[s], 1, (s, piece), stage))
-                k += 1
+            ring = Ring(S, full, empty, header, stage, landings)
+            claim = ring.claim
 
             for c, n in pieces:
                 yield from claim(('gu', c, n))
             for bx in range(b0, b1):
                 yield from claim(('rows', bx // items_per_slot, bx % items_per_slot))
-            for _ in range(S):
-                s = k % S
-                if k >= S:
-                    while not empty[s].done(((k - S) // S) & 1):
-                        yield
-                header[s] = ('end',)
-                full[s].arrive(0)
-                k += 1
+            yield from ring.finish()
 
         def consumer(st):
             use = 0
@@ -346,26 +350,11 @@ def run_balanced(slots, slices, W, gu, items_per_slot, S, G, seed):
 
     for b in range(G):
         coros += cta(b)
-    alive = list(range(len(coros)))
-    for _ in range(600000):
-        if not alive:
-            for ls in range(len(live)):
-                for r in range(items_per_slot):
-                    assert g["computed"].get((ls, r)) == 1, f"live slot {ls} item {r}: {g['computed'].get((ls, r))}"
-            assert g["reset"] and g["done"] == 0 and not any(g["slot_cols"]), "counters not left at 0"
-            return
-        if landings and rnd.random() < 0.3:
-            bar, tx, action, stage = landings.pop(rnd.randrange(len(landings)))
-            s, piece = action
-            stage[s] = piece
-            bar.land(tx)
-            continue
-        c = rnd.choice(alive)
-        try:
-            next(coros[c])
-        except StopIteration:
-            alive.remove(c)
-    raise AssertionError(f"no progress (deadlock?): alive {alive}, landings {len(landings)}")
+    interleave(coros, landings, rnd, 600000)
+    for ls in range(len(live)):
+        for r in range(items_per_slot):
+            assert g["computed"].get((ls, r)) == 1, f"live slot {ls} item {r}: {g['computed'].get((ls, r))}"
+    assert g["reset"] and g["done"] == 0 and not any(g["slot_cols"]), "counters not left at 0"
 
 
 def main():

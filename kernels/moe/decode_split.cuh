@@ -58,6 +58,40 @@
 
 namespace tc::moe {
 
+// The producer's side of a decode-split ring (both kernels): piece k takes
+// stage k % S once that stage's previous use is released; finish() hands
+// every consumer pair its end marker (kind -1).
+template <typename T, typename Piece>
+struct SplitRing {
+  unsigned long long* full;
+  unsigned long long* empty;
+  Piece* piece;
+  T* ring;
+  long long stage_elems;
+  int S;
+  unsigned k = 0;
+  struct Stage {
+    T* data;
+    unsigned long long* full;  // the barrier its copies complete on
+  };
+  __device__ __forceinline__ Stage claim(const Piece& pc, unsigned bytes) {
+    const int s = k % S;
+    if (k >= unsigned(S)) mbar_wait(&empty[s], ((k - S) / S) & 1);
+    piece[s] = pc;
+    mbar_arrive_expect_tx(&full[s], bytes);
+    ++k;
+    return {ring + s * stage_elems, &full[s]};
+  }
+  __device__ __forceinline__ void finish() {
+    for (int i = 0; i < S; ++i, ++k) {
+      const int s = k % S;
+      if (k >= unsigned(S)) mbar_wait(&empty[s], ((k - S) / S) & 1);
+      piece[s].kind = -1;
+      mbar_arrive(&full[s]);
+    }
+  }
+};
+
 template <typename T, typename OutT, int W>
 struct DecodeSplit {
   static_assert(W % 8 == 0 && W >= 8 && W <= kSplitMaxCols, "W: a multiple of 8 up to kSplitMaxCols");
@@ -136,15 +170,7 @@ struct DecodeSplit {
     const unsigned row_bytes = unsigned(p.H) * sizeof(T);
     mbar_arrive_expect_tx(&sh.x_full, row_bytes);
     bulk_load(smem, p.x, row_bytes, &sh.x_full);
-    unsigned k = 0;
-    // Stage k % S for piece `pc` of `bytes`: waits for its previous use's release.
-    auto claim = [&](const Piece& pc, unsigned bytes) {
-      const int s = k % S;
-      if (k >= unsigned(S)) mbar_wait(&sh.empty[s], ((k - S) / S) & 1);
-      sh.piece[s] = pc;
-      mbar_arrive_expect_tx(&sh.full[s], bytes);
-      return ring + s * kStageElems;
-    };
+    SplitRing<T, Piece> ring_q{sh.full, sh.empty, sh.piece, ring, kStageElems, S};
     const int boxes = (p.H + R - 1) / R, own_boxes = boxes - p.pool_boxes;
     int u0, u1, lu = 0;
     units_of_cta(p, u0, u1);
@@ -154,17 +180,17 @@ struct DecodeSplit {
       const long long first_row = (long long)e * p.I + (long long)slice * W;
       const T* gate = static_cast<const T*>(p.w_gate) + first_row * p.H;
       const T* up = static_cast<const T*>(p.w_up) + first_row * p.H;
-      for (int c = 0; c < W; c += p.gu_cols, ++k) {
+      for (int c = 0; c < W; c += p.gu_cols) {
         const int n = min(p.gu_cols, W - c);
         const unsigned bytes = unsigned(n) * row_bytes;
-        T* st = claim(Piece{0, lu, u, c, n}, 2 * bytes);
-        bulk_load(st, gate + (long long)c * p.H, bytes, &sh.full[k % S]);
-        bulk_load(st + (long long)n * p.H, up + (long long)c * p.H, bytes, &sh.full[k % S]);
+        const auto st = ring_q.claim(Piece{0, lu, u, c, n}, 2 * bytes);
+        bulk_load(st.data, gate + (long long)c * p.H, bytes, st.full);
+        bulk_load(st.data + (long long)n * p.H, up + (long long)c * p.H, bytes, st.full);
       }
-      for (int r = 0; r < own_boxes * R; r += R, ++k) {
+      for (int r = 0; r < own_boxes * R; r += R) {
         // The whole box's bytes count, rows past H included (zeros).
-        T* st = claim(Piece{1, lu, u, r, min(R, p.H - r)}, unsigned(R * W * sizeof(T)));
-        tma_load_3d(st, &L.down, slice * W, r, e, &sh.full[k % S]);
+        const auto st = ring_q.claim(Piece{1, lu, u, r, min(R, p.H - r)}, unsigned(R * W * sizeof(T)));
+        tma_load_3d(st.data, &L.down, slice * W, r, e, st.full);
       }
       ++lu;
     }
@@ -182,22 +208,17 @@ struct DecodeSplit {
       if (int(atomicAdd(p.sched, 0u) >> 16) == live) {
         __threadfence();
         const unsigned items = unsigned(live) * unsigned(p.pool_boxes);
-        for (;; ++k) {
+        for (;;) {
           const unsigned v = atomicAdd(p.sched, 1u) & 0xffffu;
           if (v >= items) break;
           const int u = live_unit(p, int(v % unsigned(live))), r = (own_boxes + int(v / unsigned(live))) * R;
           const int slot = u / p.slices, slice = u % p.slices;
-          T* st = claim(Piece{2, 0, u, r, min(R, p.H - r)}, unsigned(R * W * sizeof(T)));
-          tma_load_3d(st, &L.down, slice * W, r, p.ids[slot], &sh.full[k % S]);
+          const auto st = ring_q.claim(Piece{2, 0, u, r, min(R, p.H - r)}, unsigned(R * W * sizeof(T)));
+          tma_load_3d(st.data, &L.down, slice * W, r, p.ids[slot], st.full);
         }
       }
     }
-    for (int i = 0; i < S; ++i, ++k) {  // every consumer pair's end
-      const int s = k % S;
-      if (k >= unsigned(S)) mbar_wait(&sh.empty[s], ((k - S) / S) & 1);
-      sh.piece[s].kind = -1;
-      mbar_arrive(&sh.full[s]);
-    }
+    ring_q.finish();
     // x's copy has landed before the CTA can exit (a CTA with no live unit
     // has no consumer that waits for it).
     mbar_wait(&sh.x_full, 0);

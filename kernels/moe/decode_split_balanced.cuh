@@ -160,38 +160,26 @@ struct DecodeSplitBalanced {
     const unsigned row_bytes = unsigned(p.H) * sizeof(T);
     mbar_arrive_expect_tx(&sh.x_full, row_bytes);
     bulk_load(smem, p.x, row_bytes, &sh.x_full);
-    unsigned k = 0;
-    auto claim = [&](const Piece& pc, unsigned bytes) {
-      const int s = k % S;
-      if (k >= unsigned(S)) mbar_wait(&sh.empty[s], ((k - S) / S) & 1);
-      sh.piece[s] = pc;
-      mbar_arrive_expect_tx(&sh.full[s], bytes);
-      return ring + s * kStageElems;
-    };
-    for (int c = sh.a0; c < sh.a1; ++k) {
+    SplitRing<T, Piece> ring_q{sh.full, sh.empty, sh.piece, ring, kStageElems, S};
+    for (int c = sh.a0; c < sh.a1;) {
       const int q = c / W, in = c % W, n = min(p.gu_cols, min(W - in, sh.a1 - c));
       const int u = unit_of(p, sh, q), e = expert_of(p, sh, q);
       const long long first_row = (long long)e * p.I + (long long)(u % p.slices) * W + in;
       const unsigned bytes = unsigned(n) * row_bytes;
-      T* st = claim(Piece{0, u, c, in, n}, 2 * bytes);
-      bulk_load(st, static_cast<const T*>(p.w_gate) + first_row * p.H, bytes, &sh.full[k % S]);
-      bulk_load(st + (long long)n * p.H, static_cast<const T*>(p.w_up) + first_row * p.H, bytes, &sh.full[k % S]);
+      const auto st = ring_q.claim(Piece{0, u, c, in, n}, 2 * bytes);
+      bulk_load(st.data, static_cast<const T*>(p.w_gate) + first_row * p.H, bytes, st.full);
+      bulk_load(st.data + (long long)n * p.H, static_cast<const T*>(p.w_up) + first_row * p.H, bytes, st.full);
       c += n;
     }
-    for (int bx = sh.b0; bx < sh.b1; ++bx, ++k) {
+    for (int bx = sh.b0; bx < sh.b1; ++bx) {
       // Full rows [r, r + n) of live slot ls's down matrix: contiguous.
       const int ls = bx / items, r = (bx % items) * N, n = min(N, p.H - r);
       const int e = sh.live_expert[ls];
       const unsigned bytes = unsigned(n) * unsigned(p.I) * sizeof(T);
-      T* st = claim(Piece{1, sh.live_slot[ls], ls, r, n}, bytes);
-      bulk_load(st, static_cast<const T*>(p.w_down) + ((long long)e * p.H + r) * p.I, bytes, &sh.full[k % S]);
+      const auto st = ring_q.claim(Piece{1, sh.live_slot[ls], ls, r, n}, bytes);
+      bulk_load(st.data, static_cast<const T*>(p.w_down) + ((long long)e * p.H + r) * p.I, bytes, st.full);
     }
-    for (int i = 0; i < S; ++i, ++k) {  // every consumer pair's end
-      const int s = k % S;
-      if (k >= unsigned(S)) mbar_wait(&sh.empty[s], ((k - S) / S) & 1);
-      sh.piece[s].kind = -1;
-      mbar_arrive(&sh.full[s]);
-    }
+    ring_q.finish();
     mbar_wait(&sh.x_full, 0);
   }
 
