@@ -1085,6 +1085,8 @@ TEST(FusedMoeCpu, DecodeSplitPlan) {
   EXPECT_EQ(ops::decode_split_plan(4, 512, 336, 132, 48, 24, -1, true).down_rows, 3);  // 1152-element stages
   TC_EXPECT_ERROR(ops::decode_split_plan(2, 7168, 14464, 132, 0, 0, -1, true), ErrorKind::kInvalidArgument,
                   "decode_split", "I = 14464");  // 14336-element stages
+  TC_EXPECT_ERROR(ops::decode_split_plan(33, 512, 64, 132, 0, 0, -1, true), ErrorKind::kInvalidArgument,
+                  "decode_split", "top_k = 33");
   EXPECT_EQ(ops::decode_split_plan(8, 7168, 2048, 132, 0, 0).grid, 128);  // one CTA per unit
   TC_EXPECT_ERROR(ops::decode_split_plan(8, 7168, 2048, 132, 0, 0, 4, true), ErrorKind::kInvalidArgument,
                   "decode_split_pool", "decode_split=2");

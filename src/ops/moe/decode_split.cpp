@@ -151,6 +151,9 @@ DecodeSplitPlan decode_split_plan(int64_t K, int64_t H, int64_t I, int sm_count,
                              stage_elems),
                  fmt::format("2 with I = {}", I));
     plan.down_rows = int(std::min<int64_t>(stage_elems / I, H));
+    TC_CHECK_ARG(K <= tc::moe::kSplitMaxSlots, "fused_moe", "decode_split",
+                 fmt::format("2 only with at most {} slots (top_k)", tc::moe::kSplitMaxSlots),
+                 fmt::format("2 with top_k = {}", K));
     const int64_t per_cta = (plan.units * W + sms - 1) / sms;
     TC_CHECK_ARG(per_cta <= tc::moe::kBalancedMaxCols, "fused_moe", "decode_split",
                  fmt::format("2 only where each SM takes at most {} columns of h", tc::moe::kBalancedMaxCols),
