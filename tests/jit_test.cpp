@@ -95,6 +95,21 @@ TEST(JitKey, ChangedIncludedHeaderChangesTheKey) {
   set_kernel_dir("");
 }
 
+// The kernel-sources fingerprint (tilecraft env's kernel_sources_sha256):
+// the same for an identical copy of the tree, different for an edited
+// one, and the embedded headers' again once the directory is unset.
+TEST(JitKey, KernelSourcesFingerprintFollowsTheTexts) {
+  const std::string embedded = kernel_sources_sha256();
+  EXPECT_EQ(embedded.size(), 64u);
+  set_kernel_dir(kernel_tree_with_edit("kernels_same", ""));
+  EXPECT_EQ(kernel_sources_sha256(), embedded) << "an identical copy";
+  set_kernel_dir(kernel_tree_with_edit("kernels_edited", "moe/reduce_fused.cuh"));
+  const std::string edited = kernel_sources_sha256();
+  set_kernel_dir("");
+  EXPECT_NE(edited, embedded);
+  EXPECT_EQ(kernel_sources_sha256(), embedded);
+}
+
 TEST(JitOptions, ParseAndErrors) {
   CompileOptions o = CompileOptions::parse("debug,maxrregcount=96,ftz=1,fmad=0");
   EXPECT_EQ(o.set, "debug");

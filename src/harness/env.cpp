@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "tilecraft/jit/compiler.h"
+#include "tilecraft/jit/embedded_sources.h"
 #include "tilecraft/jit/jit.h"
 #include "tilecraft/runtime/device.h"
 #include "tilecraft/runtime/driver.h"
@@ -58,6 +59,9 @@ EnvInfo capture_env(int device) {
   j["host"] = host;
   j["tilecraft_version"] = TILECRAFT_VERSION;
   j["git_commit"] = git_commit();
+  // The kernel texts this run compiles (embedded, or TILECRAFT_KERNEL_DIR's).
+  j["kernel_sources_sha256"] = jit::kernel_sources_sha256().substr(0, 16);
+  if (const char* d = std::getenv("TILECRAFT_KERNEL_DIR"); d && *d) j["kernel_dir"] = d;
   j["build"] = TILECRAFT_BUILD_FLAGS;
   j["cuda_toolkit_headers"] = fmt::format("{}.{}", CUDA_VERSION / 1000, (CUDA_VERSION % 1000) / 10);
   j["nvrtc_version"] = jit::nvrtc_version();

@@ -1,3 +1,4 @@
+#include "tilecraft/jit/embedded_sources.h"
 #include "tilecraft/harness/runner.h"
 
 #include <algorithm>
@@ -84,6 +85,9 @@ nlohmann::json base_record(const Case& c, DeviceType backend, const CaseData& d,
   r["symbols"] = d.symbols;
   r["timestamp"] = now_iso8601();
   r["git_commit"] = env.j.is_object() ? env.j.value("git_commit", "unknown") : git_commit();
+  // The kernel texts compiled (names the tree where the git commit cannot).
+  r["kernel_sources_sha256"] =
+      env.j.is_object() ? env.j.value("kernel_sources_sha256", "unknown") : jit::kernel_sources_sha256().substr(0, 16);
   r["device"] = backend == DeviceType::kCUDA ? env.device_label() : "cpu";
   return r;
 }

@@ -8,6 +8,7 @@
 
 #include "tilecraft/error.h"
 #include "tilecraft/jit/embedded_sources.h"
+#include "tilecraft/jit/hash.h"
 
 namespace tilecraft::jit {
 
@@ -61,6 +62,16 @@ void set_kernel_dir(const std::string& dir) {
   static std::vector<std::unique_ptr<DirSources>> retired;
   if (active_dir()) retired.push_back(std::move(active_dir()));
   active_dir() = dir.empty() ? nullptr : read_dir(dir);
+}
+
+std::string kernel_sources_sha256() {
+  std::vector<const EmbeddedSource*> in_order;
+  for (const auto& s : kernel_sources()) in_order.push_back(&s);
+  std::sort(in_order.begin(), in_order.end(),
+            [](const EmbeddedSource* a, const EmbeddedSource* b) { return std::string_view(a->path) < b->path; });
+  Sha256 h;
+  for (const EmbeddedSource* s : in_order) h.field(s->path).field(s->text);
+  return h.hex();
 }
 
 const EmbeddedSource* find_embedded(std::string_view path) {

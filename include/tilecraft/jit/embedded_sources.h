@@ -22,6 +22,12 @@ const std::vector<EmbeddedSource>& kernel_sources();
 // use while other threads compile.
 void set_kernel_dir(const std::string& dir);
 
+// SHA-256 (hex) of the kernel headers in use: each header's path and text,
+// in path order, as length-prefixed fields. It names the kernel texts a run
+// compiled, where a build's git commit cannot (an edited tree, a kernel
+// directory); scripts/kernel_sources_hash.py computes it for a git revision.
+std::string kernel_sources_sha256();
+
 // nullptr when no kernel header has that path.
 const EmbeddedSource* find_embedded(std::string_view path);
 // The embedded headers `path` includes, directly or not, itself first; sorted
