@@ -105,12 +105,9 @@ def cta(units, pieces_per_unit, boxes_per_unit, S, pool, g, rnd, landings, ctas_
         use = 0
         have_x = False
         while True:
-            while not full[st].done(use & 1):
-                yield
-            pc = header[st]
-            if pc[0] == 'end':
+            pc = yield from next_piece(full, header, stage, st, use)
+            if pc is None:
                 return
-            assert stage[st] == pc, f"stage {st}: read {stage[st]} for {pc}"
             kind, lu, u, i = pc
             b = lu & 1
             if kind == 'gu':
@@ -199,6 +196,18 @@ def interleave(coros, landings, rnd, steps):
         except StopIteration:
             alive.remove(c)
     raise AssertionError(f"no progress (deadlock?): alive {alive}, landings {len(landings)}")
+
+
+def next_piece(full, header, stage, st, use):
+    """A consumer's next piece of stage st (its use-th), once it has landed,
+    checked against what the stage holds; None at the end marker."""
+    while not full[st].done(use & 1):
+        yield
+    pc = header[st]
+    if pc[0] == 'end':
+        return None
+    assert stage[st] == pc, f"stage {st}: read {stage[st]} for {pc}"
+    return pc
 
 
 class Ring:
@@ -306,12 +315,9 @@ def run_balanced(slots, slices, W, gu, items_per_slot, S, G, seed):
         def consumer(st):
             use = 0
             while True:
-                while not full[st].done(use & 1):
-                    yield
-                pc = header[st]
-                if pc[0] == 'end':
+                pc = yield from next_piece(full, header, stage, st, use)
+                if pc is None:
                     return
-                assert stage[st] == pc, f"stage {st}: read {stage[st]} for {pc}"
                 if pc[0] == 'gu':
                     _, c, n = pc
                     yield  # the dot products

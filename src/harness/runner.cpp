@@ -1,4 +1,3 @@
-#include "tilecraft/jit/embedded_sources.h"
 #include "tilecraft/harness/runner.h"
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include "tilecraft/error.h"
 #include "tilecraft/harness/gpu_state.h"
 #include "tilecraft/harness/random.h"
+#include "tilecraft/jit/embedded_sources.h"
 #include "tilecraft/jit/jit.h"
 #include "tilecraft/parallel.h"
 #include "tilecraft/runtime/device.h"
