@@ -181,11 +181,39 @@ __device__ __forceinline__ void own_tiles(const FusedMappingParams& p, const int
 }
 }  // namespace mapping
 
+// The warps of the one-block mapping that take part in A and C: those with
+// slots, at least 32 each (fewer count rows to scan at decode sizes).
+__device__ __forceinline__ int mapping_used_warps(const FusedMappingParams& p) {
+  return int(min((long long)kMappingWarps, max(1ll, (p.num_slots + Target::kWarpSize - 1) / Target::kWarpSize)));
+}
+
+// The one-block mapping's preparation, split over `parts` blocks (this is
+// part `part`): this block zeroes the count rows in its own shared memory,
+// and writes -1 to its share of pos_to_token (the placing overwrites the
+// real rows). The gate+mapping kernel runs it in every block before the
+// block signals done, so the last block does not: its ~70 KB of stores
+// (DeepSeek-V3 T=256) queued ahead of the mapping's own stores and loads
+// there (H200, session 25: acquire to counted 1.3 us, placing 3 us).
+// Visible to the block after its next barrier, and to other blocks after
+// the release that follows.
+__device__ __forceinline__ void prepare_mapping(const FusedMappingParams& p, int* smem, int part, int parts) {
+  using namespace mapping;
+  const int tid = threadIdx.x;
+#pragma unroll 1
+  for (int i = tid; i < mapping_used_warps(p) * p.num_experts; i += kMappingThreads) smem[i] = 0;
+  long long r0, r1;
+  split(p.rows, parts, part, r0, r1);
+#pragma unroll 1
+  for (int i = int(r0) + tid; i < int(r1); i += kMappingThreads) p.pos_to_token[i] = -1;
+}
+
 // The whole mapping by one block of kMappingThreads threads; smem holds
-// (kWarps + 1) * E + 1 ints. ids are read through L2 (ld.global.cg): in the
-// fused gate+mapping kernel other blocks of the same launch wrote them.
-// Only the warps with slots, at least 32 each, take part in A and C: fewer
-// count rows to scan at decode sizes. E <= kMappingThreads (the host checks).
+// (kWarps + 1) * E + 1 ints, the count rows zeroed and pos_to_token filled
+// by prepare_mapping (whose writes are visible to every thread here). ids
+// are read through L2 (ld.global.cg): in the fused gate+mapping kernel other
+// blocks of the same launch wrote them.
+// Only the warps with slots, at least 32 each, take part in A and C.
+// E <= kMappingThreads (the host checks).
 // Loops stay rolled where unrolling only repeats a pass: at decode sizes the
 // kernel runs once, cold (H200, session 18: fetching code, not running it,
 // set the gate's latency).
@@ -196,22 +224,20 @@ __device__ __forceinline__ void fused_mapping_block(const FusedMappingParams& p,
   int* cnt = smem;                 // [used warps][E]
   int* offs = smem + kWarps * E;   // [E + 1]
   const int tid = threadIdx.x, warp = tid / W, lane = tid % W;
-  const int used = int(min((long long)kWarps, max(1ll, (p.num_slots + W - 1) / W)));
+  const int used = mapping_used_warps(p);
   long long begin = 0, end = 0;
   if (warp < used) split(p.num_slots, used, warp, begin, end);
 
-#pragma unroll 1
-  for (int i = tid; i < used * E; i += kMappingThreads) cnt[i] = 0;
-#pragma unroll 1
-  for (int i = tid; i < p.rows; i += kMappingThreads) p.pos_to_token[i] = -1;
   // A warp whose segment is one chunk (up to 4096 slots in all) loads its
   // ids once, for A and C: one L2 round trip fewer at decode sizes.
   const bool one_chunk = end - begin <= W * kAhead;
   int ev[kAhead];
-  if (one_chunk) load_chunk(p, begin, end, lane, ev);
-  __syncthreads();
-  if (one_chunk) count_chunk(ev, E, cnt + warp * E);
-  else count_slots(p, begin, end, cnt + warp * E, lane);
+  if (one_chunk) {
+    load_chunk(p, begin, end, lane, ev);
+    count_chunk(ev, E, cnt + warp * E);
+  } else {
+    count_slots(p, begin, end, cnt + warp * E, lane);
+  }
   __syncthreads();
 
   // B. per expert (thread e): prefix over the count rows, total, offsets.
@@ -232,6 +258,8 @@ __device__ __forceinline__ void fused_mapping_block(const FusedMappingParams& p,
 __global__ void __launch_bounds__(kMappingThreads, 1) fused_mapping_kernel(const FusedMappingParams p) {
   extern __shared__ int smem[];
   grid_dependency_begin();
+  prepare_mapping(p, smem, 0, 1);
+  __syncthreads();
   fused_mapping_block(p, smem);
 }
 
