@@ -131,6 +131,10 @@ __device__ __forceinline__ void place_chunk(const FusedMappingParams& p, long lo
   const unsigned lanes_below = (1u << lane) - 1u;
 #pragma unroll
   for (int u = 0; u < kAhead; ++u) {
+    // Batches past the segment's end are skipped (warp-uniform): their
+    // match.any ran for nothing, and with every warp of the SM in this loop
+    // the match instructions are the placing's bottleneck.
+    if (chunk + u * W >= end) break;
     const long long i = chunk + u * W + lane;
     const int e = ev[u];
     const bool valid = e >= 0 && e < p.num_experts;

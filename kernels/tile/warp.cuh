@@ -36,12 +36,11 @@ __device__ __forceinline__ ArgMax warp_argmax(ArgMax a) {
 
 // Warp-wide max / min of unsigned values, every lane gets the result: one
 // redux instruction on sm_80+ (a dependent chain of one instruction, not
-// five shuffle rounds), a shuffle butterfly before.
+// five shuffle rounds), a shuffle butterfly before. The intrinsic, not
+// volatile asm: the compiler may then overlap independent reductions.
 __device__ __forceinline__ unsigned warp_max_u32(unsigned v) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  unsigned r;
-  asm volatile("redux.sync.max.u32 %0, %1, 0xffffffff;\n" : "=r"(r) : "r"(v));
-  return r;
+  return __reduce_max_sync(0xffffffffu, v);
 #else
 #pragma unroll
   for (int o = Target::kWarpSize / 2; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -51,9 +50,7 @@ __device__ __forceinline__ unsigned warp_max_u32(unsigned v) {
 
 __device__ __forceinline__ unsigned warp_min_u32(unsigned v) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  unsigned r;
-  asm volatile("redux.sync.min.u32 %0, %1, 0xffffffff;\n" : "=r"(r) : "r"(v));
-  return r;
+  return __reduce_min_sync(0xffffffffu, v);
 #else
 #pragma unroll
   for (int o = Target::kWarpSize / 2; o > 0; o >>= 1) v = min(v, __shfl_xor_sync(0xffffffffu, v, o));
