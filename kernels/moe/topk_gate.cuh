@@ -85,10 +85,10 @@ __device__ __forceinline__ void top2_merge(float& a1, float& a2, float b1, float
 // Grouped routing where a group is whole register slots (group size a
 // multiple of the warp size, e.g. 256 experts in 8 groups): register slot j
 // of every lane holds experts 32j.., all in group grp[j], and a group's slots
-// are adjacent. Warp reductions give every lane every slot's top-2 (all
-// slots at once, instead of 2 x n_group warp arg-maxes in turn), the
-// groups' scores follow by merging adjacent slots, and each lane picks the
-// kept groups itself. Same scores (the two largest choices,
+// are adjacent. One butterfly gives every lane every slot's top-2 (all slots
+// at once: 5 dependent shuffle rounds instead of 2 x n_group warp arg-maxes
+// in turn), the groups' scores follow by merging adjacent slots, and each
+// lane picks the kept groups itself. Same scores (the two largest choices,
 // summed in that order) and ties (smaller group index) as
 // kept_groups_by_lane.
 // Rolled loops where the body is a full pass: the code runs cold (the
@@ -98,20 +98,18 @@ __device__ __forceinline__ void top2_merge(float& a1, float& a2, float b1, float
 template <int EPL>
 __device__ __forceinline__ unsigned kept_groups_by_slot(const TopkGateParams& p, const float (&choice)[EPL],
                                                         const int (&grp)[EPL]) {
+  constexpr int W = Target::kWarpSize;
   const float kNegInf = -__int_as_float(0x7f800000);
-  // Each slot's (largest, second largest) over the warp: the largest key by
-  // one redux; the second is the same value if two lanes hold it, else the
-  // largest of the other lanes (slots independent, so their reduxes
-  // overlap). Exact: keys order as the scores do.
   float t1[EPL], t2[EPL];
 #pragma unroll
-  for (int j = 0; j < EPL; ++j) {
-    const unsigned kj = score_key(choice[j]);
-    const unsigned m1 = warp_max_u32(kj);
-    const bool at = kj == m1;
-    const unsigned m2 = __popc(__ballot_sync(0xffffffffu, at)) >= 2 ? m1 : warp_max_u32(at ? 0u : kj);
-    t1[j] = score_of_key(m1), t2[j] = score_of_key(m2);
-  }
+  for (int j = 0; j < EPL; ++j) t1[j] = choice[j], t2[j] = kNegInf;
+#pragma unroll 1
+  for (int o = W / 2; o > 0; o >>= 1)
+#pragma unroll
+    for (int j = 0; j < EPL; ++j) {
+      const float b1 = __shfl_xor_sync(0xffffffffu, t1[j], o), b2 = __shfl_xor_sync(0xffffffffu, t2[j], o);
+      top2_merge(t1[j], t2[j], b1, b2);
+    }
   // score[j]: the top-2 sum of slot j's group over slots up to j; it is the
   // group's score at the group's last slot (closes[j]). Padding slots (group
   // n_group) close nothing.
