@@ -126,41 +126,66 @@ __device__ __forceinline__ void count_slots(const FusedMappingParams& p, long lo
 // its row. offs[e] + cnt_row[e] is the first row its expert-e slots take,
 // and cnt_row[e] is advanced past them. Slot indices fit 32 bits (slots <=
 // rows < 2^31, the host checks), so the token is a 32-bit division.
+// A batch's rank among its same-expert lanes comes from match.any, or, where
+// the caller knows the K slots of a token hold K distinct experts (the
+// gate's own ids: kDistinct) and K >= 4, token by token: the lanes of one
+// token never share an expert, so each takes cnt_row[e] and advances it, one
+// token after the other (a short chain of shared-memory round trips). With
+// every warp of the SM placing at once, match.any's latency was most of the
+// placing (H200 session 25, ncu: DeepSeek-V3 T=256 placing ~2.6 us).
+template <bool kDistinct>
 __device__ __forceinline__ void place_chunk(const FusedMappingParams& p, long long chunk, long long end,
                                             const int (&ev)[kAhead], const int* offs, int* cnt_row, int lane) {
   const unsigned lanes_below = (1u << lane) - 1u;
+  const unsigned K = unsigned(p.top_k);
+  const bool by_token = kDistinct && K >= 4;
 #pragma unroll
   for (int u = 0; u < kAhead; ++u) {
     // Batches past the segment's end are skipped (warp-uniform): their
-    // match.any ran for nothing, and with every warp of the SM in this loop
-    // the match instructions are the placing's bottleneck.
+    // match.any ran for nothing.
     if (chunk + u * W >= end) break;
     const long long i = chunk + u * W + lane;
     const int e = ev[u];
     const bool valid = e >= 0 && e < p.num_experts;
-    const unsigned peers = __match_any_sync(0xffffffffu, valid ? e : -1);
-    const int rank = __popc(peers & lanes_below);
+    const unsigned token = unsigned(i) / K;
+    int row = 0;
+    if (by_token) {
+      const unsigned t0 = unsigned(chunk + u * W) / K, t1 = unsigned(min(chunk + u * W + W, end) - 1) / K;
+#pragma unroll 1
+      for (unsigned q = t0; q <= t1; ++q) {
+        if (valid && token == q) {
+          const int c = cnt_row[e];
+          row = offs[e] + c;
+          cnt_row[e] = c + 1;
+        }
+        __syncwarp();
+      }
+    } else {
+      const unsigned peers = __match_any_sync(0xffffffffu, valid ? e : -1);
+      const int rank = __popc(peers & lanes_below);
+      if (valid) row = offs[e] + cnt_row[e] + rank;
+      __syncwarp();
+      if (valid && rank == 0) cnt_row[e] += __popc(peers);
+      __syncwarp();
+    }
     if (valid) {
-      const int row = offs[e] + cnt_row[e] + rank;
       p.token_topk_to_pos[i] = row;
-      p.pos_to_token[row] = int(unsigned(i) / unsigned(p.top_k));
+      p.pos_to_token[row] = int(token);
     } else if (i < end) {
       p.token_topk_to_pos[i] = -1;
     }
-    __syncwarp();
-    if (valid && rank == 0) cnt_row[e] += __popc(peers);
-    __syncwarp();
   }
 }
 
 // C. Warp `warp` gives each slot of [begin, end) its row, a chunk at a time;
 // ev holds the first chunk's ids already if `first_loaded`.
+template <bool kDistinct = false>
 __device__ __forceinline__ void place_slots(const FusedMappingParams& p, long long begin, long long end,
                                             const int* offs, int* cnt_row, int lane, int (&ev)[kAhead],
                                             bool first_loaded) {
   for (long long chunk = begin; chunk < end; chunk += W * kAhead) {
     if (chunk != begin || !first_loaded) load_chunk(p, chunk, end, lane, ev);
-    place_chunk(p, chunk, end, ev, offs, cnt_row, lane);
+    place_chunk<kDistinct>(p, chunk, end, ev, offs, cnt_row, lane);
   }
 }
 
@@ -195,9 +220,10 @@ __device__ __forceinline__ int mapping_used_warps(const FusedMappingParams& p) {
 // part `part`): this block zeroes the count rows in its own shared memory,
 // and writes -1 to its share of pos_to_token (the placing overwrites the
 // real rows). The gate+mapping kernel runs it in every block before the
-// block signals done, so the last block does not: its ~70 KB of stores
-// (DeepSeek-V3 T=256) queued ahead of the mapping's own stores and loads
-// there (H200, session 25: acquire to counted 1.3 us, placing 3 us).
+// block signals done (the idle warps at once), so the last block's chain
+// does not hold it: ~70 KB of stores at DeepSeek-V3 T=256. (H200 session
+// 25, with the one-atomic signal: Qwen3-30B T=256 gate+mapping 14.1 ->
+// 13.4 us, DeepSeek-V3 T=256 unchanged.)
 // Visible to the block after its next barrier, and to other blocks after
 // the release that follows.
 __device__ __forceinline__ void prepare_mapping(const FusedMappingParams& p, int* smem, int part, int parts) {
@@ -221,6 +247,7 @@ __device__ __forceinline__ void prepare_mapping(const FusedMappingParams& p, int
 // Loops stay rolled where unrolling only repeats a pass: at decode sizes the
 // kernel runs once, cold (H200, session 18: fetching code, not running it,
 // set the gate's latency).
+template <bool kDistinct = false>
 __device__ __forceinline__ void fused_mapping_block(const FusedMappingParams& p, int* smem) {
   using namespace mapping;
   constexpr int kWarps = kMappingWarps;
@@ -255,7 +282,7 @@ __device__ __forceinline__ void fused_mapping_block(const FusedMappingParams& p,
   for (int e = tid; e <= E; e += kMappingThreads) p.expert_offsets[e] = offs[e];
   if (tid == 0) *p.num_tiles = offs[E] / p.block_m;
 
-  place_slots(p, begin, end, offs, cnt + warp * E, lane, ev, one_chunk);
+  place_slots<kDistinct>(p, begin, end, offs, cnt + warp * E, lane, ev, one_chunk);
   own_tiles(p, offs, 0, p.rows / p.block_m, tid, kMappingThreads);
 }
 

@@ -41,7 +41,9 @@ __global__ void __launch_bounds__(kMappingThreads, 1) topk_gate_mapping_kernel(c
   }
   // (One block: its own writes are visible to it after the barrier; no
   // counter round trip, the decode path's latency.)
-  fused_mapping_block(p.mapping, smem);
+  // The gate gives each token K distinct experts: the placing may go token
+  // by token instead of by match.any.
+  fused_mapping_block<true>(p.mapping, smem);
   if (threadIdx.x == 0 && gridDim.x > 1) *p.done = 0u;
 }
 
