@@ -123,6 +123,9 @@ TEST(FusedMoeCpu, ArgumentErrorsNameTheArgument) {
                     ErrorKind::kInvalidArgument, "--config", "gate_tokens_per_block", "1..32", "33");
     TC_EXPECT_ERROR(ops::fused_moe_options({{"mapping_blocks", -1}}, "--config"), ErrorKind::kInvalidArgument,
                     "mapping_blocks >= 0", "-1");
+    EXPECT_EQ(ops::fused_moe_options({{"router_split", 0}}, "--config").router_split, 0);
+    TC_EXPECT_ERROR(ops::fused_moe_options({{"router_split", 1}}, "--config"), ErrorKind::kInvalidArgument,
+                    "--config", "router_split 0", "-1 (choose", "1");
     // An unknown key: the error lists the layer's keys and the grouped GEMM's.
     TC_EXPECT_ERROR(ops::fused_moe_options({{"decode_splt", 1}}, "--config"), ErrorKind::kInvalidArgument,
                     "'decode_splt'", "decode_split_pool", "block_m", "gate_up_");
@@ -1134,6 +1137,61 @@ TEST(FusedMoeCpu, DeepSeekLikePrefillPairsTheGateUp) {
     }
     EXPECT_EQ(pairs, want) << "T = " << T;
     EXPECT_EQ(gated_pairs, want) << "T = " << T;
+  }
+}
+
+// The router GEMM ([T, H] x [E, H]^T) at 132 SMs: where its 64 x 64 tiles
+// (16 or 32 rows at T <= 32) fill at most half the SMs, mma.sync with K
+// split until tiles x slices fill them (DeepSeek-V3 T = 1: 4 tiles, 33
+// slices of 112 k-steps), and the config resolves and compiles for sm_90a
+// without spills; past that, and with router_split = 0, the grouped GEMM's
+// own choice (no overrides).
+TEST(FusedMoeCpu, RouterGemmSplitsKOverTheSms) {
+  void* fake = reinterpret_cast<void*>(uintptr_t(1) << 20);  // the choice reads shapes only
+  const Device dev{DeviceType::kCUDA, 0};
+  auto view = [&](DType t, std::initializer_list<int64_t> shape) { return TensorView(fake, t, Shape(shape), dev); };
+  struct Case {
+    int64_t T, H, E;
+    int block_m, k_splits;  // k_splits 0: no override
+  };
+  for (const Case& c : {Case{1, 7168, 256, 16, 33}, Case{16, 7168, 256, 16, 33}, Case{32, 7168, 256, 32, 33},
+                        Case{256, 7168, 256, 64, 8}, Case{1024, 7168, 256, 64, 2}, Case{1, 2048, 128, 16, 16},
+                        Case{4, 4096, 8, 16, 32}, Case{2048, 7168, 256, 0, 0}, Case{32768, 7168, 8, 0, 0},
+                        Case{1, 128, 256, 0, 0}}) {
+    SCOPED_TRACE(::testing::Message() << "T=" << c.T << " H=" << c.H << " E=" << c.E);
+    ops::FusedMoeArgs a;
+    a.x = view(DType::kBF16, {c.T, c.H});
+    a.out = view(DType::kBF16, {c.T, c.H});
+    a.w_router = view(DType::kBF16, {c.E, c.H});
+    a.w_gate.stacked = view(DType::kBF16, {c.E, 64, c.H});
+    a.w_up.stacked = view(DType::kBF16, {c.E, 64, c.H});
+    a.w_down.stacked = view(DType::kBF16, {c.E, c.H, 64});
+    ops::FusedMoeParams p;
+    p.top_k = 1;
+    const ops::MoeGroupedGemmConfig r = ops::fused_moe_router_config(a, p, {}, 132);
+    EXPECT_EQ(r.block_m, c.block_m);
+    EXPECT_EQ(r.k_splits, c.k_splits);
+    ops::FusedMoeOptions off;
+    off.router_split = 0;
+    const ops::MoeGroupedGemmConfig d = ops::fused_moe_router_config(a, p, off, 132);
+    EXPECT_EQ(d.block_m, 0);
+    EXPECT_EQ(d.k_splits, 0);
+    EXPECT_EQ(d.sm90, -1);
+    if (!c.k_splits) {
+      EXPECT_EQ(r.sm90, -1);
+      continue;
+    }
+    EXPECT_EQ(r.sm90, 0);
+    EXPECT_EQ(r.block_n, 64);
+    // The router GEMM as the layer builds it: one stacked [1, E, H] group, fp32 logits.
+    ops::MoeGroupedGemmArgs g;
+    g.a = a.x;
+    g.w.stacked = TensorView(fake, DType::kBF16, Shape{1, c.E, c.H}, dev);
+    g.out = view(DType::kF32, {c.T, c.E});
+    const ops::MoeGroupedGemmConfig cfg = ops::moe_grouped_gemm_config(g, r, 9, 132);
+    EXPECT_EQ(cfg.sm90, 0);
+    EXPECT_EQ(cfg.k_splits, c.k_splits);
+    EXPECT_EQ(jit::compile(ops::moe_grouped_gemm_kernel_spec(g, cfg), {}, "sm_90a")->resources.spill_store_bytes, 0);
   }
 }
 

@@ -107,13 +107,20 @@ struct FusedMoeOptions {
   // same bits either way). -1 = choose (none: on the H200 it ties at 8 of
   // DeepSeek-V3's 64 boxes and loses at 16), 0 = none.
   int decode_split_pool = -1;
+  // The router GEMM ([T, H] x [E, H]^T, fp32 logits: a few tiles with a long
+  // K below a few thousand tokens): -1 = choose (where its 64 x 64 tiles
+  // would fill at most half the SMs, the mma.sync kernel with K split until
+  // tiles x slices fill them, slices of at least two 64-wide k-steps, summed
+  // in order: deterministic), 0 = moe_grouped_gemm's own choice (which ran
+  // it on 2-8 CTAs: DeepSeek-V3 T=256 ~62 us).
+  int router_split = -1;
   jit::CompileOptions compile;
 };
 
 // Options from `--config`-style keys: KEY (a grouped GEMM key, to both
 // projections), gate_up_KEY / down_KEY (one of them), mapping_blocks,
 // gate_tokens_per_block, decode, decode_split, decode_split_cols,
-// decode_split_box_rows, decode_split_pool; an unknown key or a bad value
+// decode_split_box_rows, decode_split_pool, router_split; an unknown key or a bad value
 // is an error naming `arg` and the key.
 FusedMoeOptions fused_moe_options(const std::map<std::string, int>& config, const char* arg);
 void validate_fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, DeviceType backend);
@@ -125,6 +132,11 @@ bool fused_moe_uses_decode(const FusedMoeArgs& a, const FusedMoeParams& p, const
 // without one, 9 and 132, as the kernel listings assume).
 bool fused_moe_uses_decode_split(const FusedMoeArgs& a, const FusedMoeParams& p, const FusedMoeOptions& o = {},
                                  int cc_major = 0, int sm_count = 0);
+// The router GEMM's grouped GEMM config overrides (FusedMoeOptions::
+// router_split) on a GPU with sm_count SMs (0: this GPU's; without one, the
+// grouped GEMM's own choice).
+MoeGroupedGemmConfig fused_moe_router_config(const FusedMoeArgs& a, const FusedMoeParams& p,
+                                             const FusedMoeOptions& o = {}, int sm_count = 0);
 // Bytes of workspace a call with these shapes needs.
 size_t fused_moe_workspace_bytes(const FusedMoeArgs& a, const FusedMoeParams& p, const FusedMoeOptions& o = {});
 // The tile height the mapping pads to and both grouped GEMMs use.

@@ -91,6 +91,27 @@ Buffers carve(const FusedMoeArgs& a, const Dims& d, int64_t bm, CUdeviceptr base
   return b;
 }
 
+// The router GEMM's config (FusedMoeOptions::router_split). Its N is the
+// expert count (<= 384) and its K the hidden size (thousands), so below a
+// few thousand tokens it is a handful of tiles with long K loops:
+// moe_grouped_gemm's own choice ran DeepSeek-V3 T=256 on two 128 x 256
+// warp-specialised tiles over 112 k-steps (~62 of the routing scope's 77 us,
+// H200 session 25) and T=1 on 8 CTAs (~21 us). Here, where 64 x 64 tiles
+// (16 or 32 rows for T <= 32) fill at most half the SMs: mma.sync with K
+// split until tiles x slices fill them, slices of at least two k-steps.
+// Without a GPU (sm_count 0) the grouped GEMM's own choice, as its split
+// choice does.
+MoeGroupedGemmConfig router_config(const Dims& d, const FusedMoeOptions& o, int sm_count) {
+  MoeGroupedGemmConfig c;
+  if (o.router_split == 0 || sm_count <= 0) return c;
+  const int64_t bm = d.T <= 16 ? 16 : d.T <= 32 ? 32 : 64, bn = 64;
+  const int64_t tiles = (d.T + bm - 1) / bm * ((d.E + bn - 1) / bn), steps = (d.H + 63) / 64;
+  if (2 * tiles > sm_count || steps < 4) return c;
+  c.sm90 = 0, c.block_m = int(bm), c.block_n = int(bn);
+  c.k_splits = int(std::clamp<int64_t>(sm_count / tiles, 1, std::min<int64_t>(64, steps / 2)));
+  return c;
+}
+
 MoeGroupedGemmArgs router_args(const FusedMoeArgs& a, const Buffers& b) {
   MoeGroupedGemmArgs g;
   g.a = a.x;
@@ -285,6 +306,11 @@ FusedMoeOptions fused_moe_options(const std::map<std::string, int>& config, cons
       TC_CHECK_ARG(v >= 0 && v <= tc::moe::kSplitMaxBoxRows && v % 8 == 0, kOp, arg,
                    "decode_split_box_rows 0 (choose) or a multiple of 8 up to 256", std::to_string(v));
       m.decode_split_box_rows = v;
+    } else if (k == "router_split") {
+      TC_CHECK_ARG(v >= -1 && v <= 0, kOp, arg,
+                   "router_split 0 (the grouped GEMM's own choice) or -1 (choose: split K over the SMs)",
+                   std::to_string(v));
+      m.router_split = v;
     } else if (k == "decode") {
       TC_CHECK_ARG(v >= -1 && v <= 1, kOp, arg, "decode 0 (mapped path), 1 (decode path) or -1 (choose)",
                    std::to_string(v));
@@ -296,7 +322,7 @@ FusedMoeOptions fused_moe_options(const std::map<std::string, int>& config, cons
     } else {
       TC_CHECK_ARG(is_moe_grouped_gemm_config_key(k), kOp, arg,
                    fmt::format("keys mapping_blocks, gate_tokens_per_block, decode, decode_split, decode_split_cols, "
-                               "decode_split_box_rows, decode_split_pool, or a grouped GEMM key ({}) for both "
+                               "decode_split_box_rows, decode_split_pool, router_split, or a grouped GEMM key ({}) for both "
                                "projections, or one prefixed gate_up_ or down_ for one",
                                moe_grouped_gemm_config_keys()),
                    "'" + k + "'");
@@ -410,6 +436,11 @@ int fused_moe_block_m(const FusedMoeArgs& a, const FusedMoeParams& p, const Fuse
   return layer_block_m(a, p, o, cc_major_if_gpu(a.x.device.index));
 }
 
+MoeGroupedGemmConfig fused_moe_router_config(const FusedMoeArgs& a, const FusedMoeParams& p,
+                                             const FusedMoeOptions& o, int sm_count) {
+  return router_config(dims_of(a, p), o, sm_count > 0 ? sm_count : sm_count_if_gpu(a.x.device.index));
+}
+
 size_t fused_moe_workspace_bytes(const FusedMoeArgs& a, const FusedMoeParams& p, const FusedMoeOptions& o) {
   const Dims d = dims_of(a, p);
   const int dev = a.x.device.index, sms = sm_count_if_gpu(dev);
@@ -439,7 +470,7 @@ std::vector<jit::KernelSpec> fused_moe_kernel_specs(const FusedMoeArgs& a, const
   auto add_projection = [&](bool gate_up, const MoeGroupedGemmArgs& args, const MoeGroupedGemmConfig& over) {
     in_projection(gate_up, [&] { add_gemm(args, over); });
   };
-  add_gemm(router_args(a, b), {});
+  add_gemm(router_args(a, b), router_config(d, o, sms));
   MoeTopkGateArgs g{b.logits, a.bias, b.ids, b.weights};
   const auto split = split_path(a, d, o, cc, sms);  // before the branch: decode_split=1 off the decode path is an error
   if (decode_path(a, d, o)) {
@@ -502,7 +533,8 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
     in_projection(gate_up, [&] { moe_grouped_gemm(args, stream, options(gate_up ? o.gate_up : o.down)); });
   };
   const bool route = !p.given_routing;
-  if (route && runs(o, FusedMoeStage::kRouter)) moe_grouped_gemm(router_args(a, b), stream, options({}));
+  if (route && runs(o, FusedMoeStage::kRouter))
+    moe_grouped_gemm(router_args(a, b), stream, options(router_config(d, o, info.sm_count)));
   const MoeTopkGateArgs gate_args{b.logits, a.bias, b.ids, b.weights};
   if (decode_path(a, d, o)) {  // gate, gate/up, down + combine
     if (route && runs(o, FusedMoeStage::kGate)) moe_topk_gate(gate_args, p.gate, stream, o.compile);
