@@ -13,7 +13,7 @@
 //
 // One warp per token: lane l holds experts l, l+32, ... (EPL per lane), so the
 // logits row is read with coalesced loads and every selection is a warp
-// arg-max with the weight carried along (no runtime-indexed register arrays).
+// reduction (no runtime-indexed register arrays).
 #include "moe/topk_gate_params.cuh"
 #include "tile/grid_dependency.cuh"
 #include "tile/target.cuh"
@@ -213,9 +213,10 @@ __device__ __forceinline__ void topk_gate_token(const TopkGateParams& p, long lo
   // size). Each selection is two redux instructions: the largest key, then
   // the smallest expert holding it (ties to the smaller index); the winner's
   // weight comes by one shuffle from its lane, off the selections' chain.
-  // (A warp arg-max of (value, index, weight) by shuffles took ~0.4 us per
-  // selection at DeepSeek-V3, H200 session 25.) Key 0 marks padding and
-  // chosen experts: below every score, so never chosen while K <= E.
+  // (DeepSeek-V3, H200 session 25: ~0.18 us per selection, against ~0.4 for
+  // a warp arg-max of (value, index, weight) by shuffle rounds.) Key 0 marks
+  // padding and chosen experts: below every score, so never chosen while K
+  // is at most the experts eligible (the host checks).
   unsigned key[EPL];
 #pragma unroll
   for (int j = 0; j < EPL; ++j) key[j] = lane + j * W < p.num_experts ? score_key(choice[j]) : 0u;
