@@ -224,11 +224,11 @@ __device__ __forceinline__ void topk_gate_token(const TopkGateParams& p, long lo
   float my_w = 0.f, denom = 0.f;
 #pragma unroll 1
   for (int k = 0; k < K; ++k) {
-    const unsigned top = warp_max_u32(max_of<0, EPL>(key));
+    const unsigned top = warp_extreme_u32<true>(extreme_of<true, 0, EPL>(key));
     unsigned mine[EPL];
 #pragma unroll
     for (int j = 0; j < EPL; ++j) mine[j] = key[j] == top ? unsigned(lane + j * W) : 0xffffffffu;
-    const unsigned win = warp_min_u32(min_of<0, EPL>(mine));
+    const unsigned win = warp_extreme_u32<false>(extreme_of<false, 0, EPL>(mine));
     float w = 0.f;
 #pragma unroll
     for (int j = 0; j < EPL; ++j)

@@ -34,57 +34,45 @@ __device__ __forceinline__ ArgMax warp_argmax(ArgMax a) {
   return a;
 }
 
-// Warp-wide max / min of unsigned values, every lane gets the result: one
-// redux instruction on sm_80+ (a dependent chain of one instruction, not
-// five shuffle rounds), a shuffle butterfly before. The intrinsic, not
-// volatile asm: the compiler may then overlap independent reductions.
-__device__ __forceinline__ unsigned warp_max_u32(unsigned v) {
+// Warp-wide max (kMax) or min of unsigned values, every lane gets the
+// result: one redux instruction on sm_80+ (a dependent chain of one
+// instruction, not five shuffle rounds), a shuffle butterfly before. The
+// intrinsic, not volatile asm: the compiler may then overlap independent
+// reductions.
+template <bool kMax>
+__device__ __forceinline__ unsigned warp_extreme_u32(unsigned v) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  return __reduce_max_sync(0xffffffffu, v);
+  return kMax ? __reduce_max_sync(0xffffffffu, v) : __reduce_min_sync(0xffffffffu, v);
 #else
 #pragma unroll
-  for (int o = Target::kWarpSize / 2; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
+  for (int o = Target::kWarpSize / 2; o > 0; o >>= 1) {
+    const unsigned u = __shfl_xor_sync(0xffffffffu, v, o);
+    v = kMax ? max(v, u) : min(v, u);
+  }
   return v;
 #endif
 }
 
-__device__ __forceinline__ unsigned warp_min_u32(unsigned v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  return __reduce_min_sync(0xffffffffu, v);
-#else
-#pragma unroll
-  for (int o = Target::kWarpSize / 2; o > 0; o >>= 1) v = min(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-#endif
+// The largest (kMax) or smallest of k[LO, LO + N) by a pairwise tree (depth
+// log2 N, not a chain of N).
+template <bool kMax, int LO, int N, int M>
+__device__ __forceinline__ unsigned extreme_of(const unsigned (&k)[M]) {
+  if constexpr (N == 1) {
+    return k[LO];
+  } else {
+    const unsigned a = extreme_of<kMax, LO, N / 2>(k), b = extreme_of<kMax, LO + N / 2, N - N / 2>(k);
+    return kMax ? max(a, b) : min(a, b);
+  }
 }
 
 // An unsigned key that orders scores as float comparison does: a larger
 // score has a larger key, -0 and +0 share one key, and NaN takes key 1,
 // below every number (a NaN never beat a number in the comparisons these
-// keys replace); key 0 is free for "not a candidate". score_of_key inverts
-// it for numbers.
+// keys replace); key 0 is free for "not a candidate".
 __device__ __forceinline__ unsigned score_key(float v) {
   if (v != v) return 1u;
   const unsigned b = __float_as_uint(v == 0.f ? 0.f : v);
   return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-}
-
-__device__ __forceinline__ float score_of_key(unsigned k) {
-  return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
-}
-
-// The largest of keys k[LO, LO + N) by a pairwise tree (depth log2 N, not
-// a chain of N).
-template <int LO, int N, int M>
-__device__ __forceinline__ unsigned max_of(const unsigned (&k)[M]) {
-  if constexpr (N == 1) return k[LO];
-  else return max(max_of<LO, N / 2>(k), max_of<LO + N / 2, N - N / 2>(k));
-}
-
-template <int LO, int N, int M>
-__device__ __forceinline__ unsigned min_of(const unsigned (&k)[M]) {
-  if constexpr (N == 1) return k[LO];
-  else return min(min_of<LO, N / 2>(k), min_of<LO + N / 2, N - N / 2>(k));
 }
 
 }  // namespace tc
