@@ -124,6 +124,14 @@ TEST(FusedMoeCpu, ArgumentErrorsNameTheArgument) {
     TC_EXPECT_ERROR(ops::fused_moe_options({{"mapping_blocks", -1}}, "--config"), ErrorKind::kInvalidArgument,
                     "mapping_blocks >= 0", "-1");
     EXPECT_EQ(ops::fused_moe_options({{"router_split", 0}}, "--config").router_split, 0);
+    // router_KEY: the router GEMM's own overrides; plain keys do not reach it.
+    const ops::FusedMoeOptions r = ops::fused_moe_options({{"router_block_n", 64}, {"router_k_splits", 8}}, "--config");
+    ASSERT_TRUE(r.router.has_value());
+    EXPECT_EQ(r.router->block_n, 64);
+    EXPECT_EQ(r.router->k_splits, 8);
+    EXPECT_FALSE(ops::fused_moe_options({{"block_n", 64}}, "--config").router.has_value());
+    TC_EXPECT_ERROR(ops::fused_moe_options({{"router_blocks_n", 64}}, "--config"), ErrorKind::kInvalidArgument,
+                    "blocks_n");
     TC_EXPECT_ERROR(ops::fused_moe_options({{"router_split", 1}}, "--config"), ErrorKind::kInvalidArgument,
                     "--config", "router_split 0", "-1 (choose", "1");
     // An unknown key: the error lists the layer's keys and the grouped GEMM's.
@@ -1192,6 +1200,16 @@ TEST(FusedMoeCpu, RouterGemmSplitsKOverTheSms) {
     EXPECT_EQ(cfg.sm90, 0);
     EXPECT_EQ(cfg.k_splits, c.k_splits);
     EXPECT_EQ(jit::compile(ops::moe_grouped_gemm_kernel_spec(g, cfg), {}, "sm_90a")->resources.spill_store_bytes, 0);
+    // The caller's own router config (router_KEY) is taken as it is, and
+    // its argument errors name the router GEMM.
+    ops::FusedMoeOptions own;
+    own.router.emplace();
+    own.router->block_n = 128;
+    EXPECT_EQ(ops::fused_moe_router_config(a, p, own, 132).block_n, 128);
+    EXPECT_EQ(ops::fused_moe_router_config(a, p, own, 132).k_splits, 0);
+    own.router->k_splits = 65;
+    TC_EXPECT_ERROR(ops::fused_moe_kernel_specs(a, p, own), ErrorKind::kInvalidArgument, "fused_moe",
+                    "the router GEMM (config keys router_KEY)", "k_splits", "65");
   }
 }
 

@@ -185,8 +185,9 @@ def fused_moe(x: Tensor, w_router: Tensor, w_gate: Tensor | Sequence[Tensor], w_
     expert. routing=(ids, weights) skips the router and gate. ids=/weights= receive the routing.
     score_dtype: see moe_topk_gate (the race's router runs in fp16: pass 'float16').
     config: overrides, as the CLI's --config for fused_moe: 'decode' (1 = the decode path, 0 =
-    the mapped path), 'mapping_blocks', moe_grouped_gemm keys for both projections, or prefixed
-    'gate_up_' / 'down_' for one (e.g. {'decode': 0, 'down_block_m': 16})."""
+    the mapped path), 'mapping_blocks', 'router_split', moe_grouped_gemm keys for both
+    projections, or prefixed 'gate_up_' / 'down_' for one, 'router_' for the router GEMM (e.g.
+    {'decode': 0, 'down_block_m': 16})."""
     if len(_tensor("fused_moe", "x", x).shape) < 1:
         raise ValueError("fused_moe: argument 'x': expected a tensor [..., H], got a 0-D tensor")
     _tensor("fused_moe", "w_router", w_router, 2)

@@ -114,11 +114,16 @@ struct FusedMoeOptions {
   // in order: deterministic), 0 = moe_grouped_gemm's own choice (which ran
   // it on 2-8 CTAs: DeepSeek-V3 T=256 ~62 us).
   int router_split = -1;
+  // The router GEMM's own grouped GEMM overrides (config keys router_KEY):
+  // given, they are its config as they are (router_split's choice is not
+  // made); the plain KEYs go to the two projections only.
+  std::optional<MoeGroupedGemmConfig> router;
   jit::CompileOptions compile;
 };
 
 // Options from `--config`-style keys: KEY (a grouped GEMM key, to both
-// projections), gate_up_KEY / down_KEY (one of them), mapping_blocks,
+// projections), gate_up_KEY / down_KEY (one of them), router_KEY (the
+// router GEMM), mapping_blocks,
 // gate_tokens_per_block, decode, decode_split, decode_split_cols,
 // decode_split_box_rows, decode_split_pool, router_split; an unknown key or a bad value
 // is an error naming `arg` and the key.
@@ -132,9 +137,9 @@ bool fused_moe_uses_decode(const FusedMoeArgs& a, const FusedMoeParams& p, const
 // without one, 9 and 132, as the kernel listings assume).
 bool fused_moe_uses_decode_split(const FusedMoeArgs& a, const FusedMoeParams& p, const FusedMoeOptions& o = {},
                                  int cc_major = 0, int sm_count = 0);
-// The router GEMM's grouped GEMM config overrides (FusedMoeOptions::
-// router_split) on a GPU with sm_count SMs (0: this GPU's; without one, the
-// grouped GEMM's own choice).
+// The router GEMM's grouped GEMM config overrides (FusedMoeOptions::router
+// where given, else router_split's choice) on a GPU with sm_count SMs (0:
+// this GPU's; without one, the grouped GEMM's own choice).
 MoeGroupedGemmConfig fused_moe_router_config(const FusedMoeArgs& a, const FusedMoeParams& p,
                                              const FusedMoeOptions& o = {}, int sm_count = 0);
 // Bytes of workspace a call with these shapes needs.

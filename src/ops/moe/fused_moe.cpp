@@ -1,6 +1,7 @@
 #include "tilecraft/ops/fused_moe.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "moe/decode_split_params.cuh"
 #include "ops/check.h"
@@ -102,6 +103,7 @@ Buffers carve(const FusedMoeArgs& a, const Dims& d, int64_t bm, CUdeviceptr base
 // Without a GPU (sm_count 0) the grouped GEMM's own choice, as its split
 // choice does.
 MoeGroupedGemmConfig router_config(const Dims& d, const FusedMoeOptions& o, int sm_count) {
+  if (o.router) return *o.router;  // the caller's own config (router_KEY)
   MoeGroupedGemmConfig c;
   if (o.router_split == 0 || sm_count <= 0) return c;
   const int64_t bm = d.T <= 16 ? 16 : d.T <= 32 ? 32 : 64, bn = 64;
@@ -315,6 +317,9 @@ FusedMoeOptions fused_moe_options(const std::map<std::string, int>& config, cons
       TC_CHECK_ARG(v >= -1 && v <= 1, kOp, arg, "decode 0 (mapped path), 1 (decode path) or -1 (choose)",
                    std::to_string(v));
       m.decode = v;
+    } else if (k.rfind("router_", 0) == 0) {
+      if (!m.router) m.router.emplace();
+      set_config_key(*m.router, k.substr(7), v, kOp, arg);
     } else if (k.rfind("gate_up_", 0) == 0) {
       set_config_key(m.gate_up, k.substr(8), v, kOp, arg);
     } else if (k.rfind("down_", 0) == 0) {
@@ -323,7 +328,7 @@ FusedMoeOptions fused_moe_options(const std::map<std::string, int>& config, cons
       TC_CHECK_ARG(is_moe_grouped_gemm_config_key(k), kOp, arg,
                    fmt::format("keys mapping_blocks, gate_tokens_per_block, decode, decode_split, decode_split_cols, "
                                "decode_split_box_rows, decode_split_pool, router_split, or a grouped GEMM key ({}) for both "
-                               "projections, or one prefixed gate_up_ or down_ for one",
+                               "projections, or one prefixed gate_up_ or down_ for one, or router_ for the router GEMM",
                                moe_grouped_gemm_config_keys()),
                    "'" + k + "'");
       set_config_key(m.gate_up, k, v, kOp, arg), set_config_key(m.down, k, v, kOp, arg);
@@ -412,15 +417,24 @@ namespace {
 // grouped GEMM gains the projection and its config prefix, so the layer's
 // user knows which key to change (e.g. bulk=1 where down has no per-row
 // schedule is down_bulk's business).
+enum class LayerGemm { kRouter, kGateUp, kDown };
+
 template <typename F>
-auto in_projection(bool gate_up, F&& f) {
+auto in_gemm(LayerGemm g, F&& f) {
   try {
     return f();
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::kInvalidArgument) throw;
-    throw Error(e.kind(), fmt::format("{}: the {} projection (config keys {}KEY or KEY): {}", kOp,
-                                      gate_up ? "gate/up" : "down", gate_up ? "gate_up_" : "down_", e.what()));
+    const char* what = g == LayerGemm::kRouter   ? "the router GEMM (config keys router_KEY)"
+                       : g == LayerGemm::kGateUp ? "the gate/up projection (config keys gate_up_KEY or KEY)"
+                                                 : "the down projection (config keys down_KEY or KEY)";
+    throw Error(e.kind(), fmt::format("{}: {}: {}", kOp, what, e.what()));
   }
+}
+
+template <typename F>
+auto in_projection(bool gate_up, F&& f) {
+  return in_gemm(gate_up ? LayerGemm::kGateUp : LayerGemm::kDown, std::forward<F>(f));
 }
 
 // The layer's tile height on a GPU of compute capability cc_major.
@@ -470,7 +484,7 @@ std::vector<jit::KernelSpec> fused_moe_kernel_specs(const FusedMoeArgs& a, const
   auto add_projection = [&](bool gate_up, const MoeGroupedGemmArgs& args, const MoeGroupedGemmConfig& over) {
     in_projection(gate_up, [&] { add_gemm(args, over); });
   };
-  add_gemm(router_args(a, b), router_config(d, o, sms));
+  in_gemm(LayerGemm::kRouter, [&] { add_gemm(router_args(a, b), router_config(d, o, sms)); });
   MoeTopkGateArgs g{b.logits, a.bias, b.ids, b.weights};
   const auto split = split_path(a, d, o, cc, sms);  // before the branch: decode_split=1 off the decode path is an error
   if (decode_path(a, d, o)) {
@@ -534,7 +548,9 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
   };
   const bool route = !p.given_routing;
   if (route && runs(o, FusedMoeStage::kRouter))
-    moe_grouped_gemm(router_args(a, b), stream, options(router_config(d, o, info.sm_count)));
+    in_gemm(LayerGemm::kRouter, [&] {
+      moe_grouped_gemm(router_args(a, b), stream, options(router_config(d, o, info.sm_count)));
+    });
   const MoeTopkGateArgs gate_args{b.logits, a.bias, b.ids, b.weights};
   if (decode_path(a, d, o)) {  // gate, gate/up, down + combine
     if (route && runs(o, FusedMoeStage::kGate)) moe_topk_gate(gate_args, p.gate, stream, o.compile);
