@@ -780,3 +780,71 @@ TEST(GpuMoeTopkGateMapping, BitwiseEqualsTwoKernels) {
     }
   }
 }
+
+// The gate + mapping kernel compiled with the option `trace` (DeepSeek-V3
+// routing, T = 256, 4 tokens a block: 64 blocks): the same outputs as
+// without it, and its stamps (kernels/moe/gate_mapping.cuh names the
+// slots): every block stamped 0, 1, 9, 10, 2, 3, 4 in that order; exactly
+// one block, the last, stamped 5-8 after its 4; and reading clears them.
+TEST(GpuTrace, GateMappingStampsInOrder) {
+  TC_REQUIRE_GPU();
+  const int64_t T = 256, E = 256, K = 8;
+  const int block_m = 64, tpb = 4, blocks = int(T / tpb);
+  ops::MoeTopkGateParams gp;
+  gp.mode = ops::GateMode::kSigmoidGroupedTopk, gp.renormalize = true, gp.n_group = 8, gp.topk_group = 4;
+  const int64_t rows = ops::moe_fused_mapping_rows(T, K, E, block_m);
+  DeviceTensor logits(DType::kF32, {T, E}), bias(DType::kF32, {E});
+  harness::fill_uniform_device(logits.view(), 20261130, 1, -4.f, 4.f, nullptr);
+  harness::fill_uniform_device(bias.view(), 20261130, 2, -0.5f, 0.5f, nullptr);
+  // ids, weights, counts, offsets, slot rows, row tokens, tile owners, tile count
+  auto make = [&] {
+    std::vector<DeviceTensor> o;
+    o.emplace_back(DType::kI32, Shape{T, K}), o.emplace_back(DType::kF32, Shape{T, K});
+    o.emplace_back(DType::kI32, Shape{E}), o.emplace_back(DType::kI32, Shape{E + 1});
+    o.emplace_back(DType::kI32, Shape{T, K}), o.emplace_back(DType::kI32, Shape{rows});
+    o.emplace_back(DType::kI32, Shape{rows / block_m}), o.emplace_back(DType::kI32, Shape{1});
+    return o;
+  };
+  rt::Stream s;
+  auto run = [&](std::vector<DeviceTensor>& o, const jit::CompileOptions& opts) {
+    for (DeviceTensor& t : o) t.fill_bytes(0xa5);
+    ops::moe_topk_gate_mapping({logits.view(), bias.view(), o[0].view(), o[1].view()}, gp,
+                               {o[0].view(), o[2].view(), o[3].view(), o[4].view(), o[5].view(), o[6].view(),
+                                o[7].view()},
+                               {int(E), block_m}, s.get(), opts, tpb);
+    s.sync();
+  };
+  std::vector<DeviceTensor> plain = make(), traced = make();
+  run(plain, {});
+  jit::take_traces(0);  // anything an earlier test left
+  run(traced, jit::CompileOptions::parse("release,trace"));
+  for (size_t i = 0; i < plain.size(); ++i)
+    EXPECT_TRUE(same_bits(plain[i].to_host(), traced[i].to_host())) << "output " << i;
+
+  const auto traces = jit::take_traces(0);
+  const jit::KernelTrace* t = nullptr;
+  for (const auto& k : traces)
+    if (k.function.find("topk_gate_mapping_kernel") != std::string::npos) t = &k;
+  ASSERT_NE(t, nullptr) << traces.size() << " traced kernels";
+  auto at = [&](int cta, int slot) { return t->stamps[size_t(cta) * size_t(t->slots) + size_t(slot)]; };
+  int last = -1;
+  for (int c = 0; c < blocks; ++c) {
+    SCOPED_TRACE(::testing::Message() << "block " << c);
+    for (int slot : {0, 1, 9, 10, 2, 3, 4}) EXPECT_NE(at(c, slot), 0u) << "slot " << slot;
+    EXPECT_LE(at(c, 0), at(c, 1));
+    EXPECT_LE(at(c, 1), at(c, 9));
+    EXPECT_LE(at(c, 9), at(c, 10));
+    EXPECT_LE(at(c, 10), at(c, 2));
+    EXPECT_LE(at(c, 2), at(c, 3));
+    EXPECT_LE(at(c, 3), at(c, 4));
+    if (at(c, 5)) {
+      EXPECT_EQ(last, -1) << "a second block mapped";
+      last = c;
+    }
+  }
+  for (int c = blocks; c < t->ctas; ++c) EXPECT_EQ(at(c, 0), 0u) << "block " << c << " past the grid";
+  ASSERT_GE(last, 0) << "no block stamped the mapping";
+  for (int slot = 5; slot < 8; ++slot) EXPECT_LE(at(last, slot - 1), at(last, slot)) << "slot " << slot;
+  EXPECT_LE(at(last, 7), at(last, 8));
+  EXPECT_TRUE(jit::take_traces(0).empty()) << "the buffers were not cleared";
+}

@@ -12,6 +12,7 @@
 #include "tilecraft/harness/report.h"
 #include "tilecraft/harness/runner.h"
 #include "tilecraft/harness/timing.h"
+#include "tilecraft/harness/trace.h"
 #include "tilecraft/jit/jit.h"
 
 using namespace tilecraft;
@@ -28,6 +29,46 @@ TEST(Timing, Percentiles) {
   EXPECT_NEAR(s.p90, 90.1, 1e-9);
   EXPECT_NEAR(s.p99, 99.01, 1e-9);
   EXPECT_NEAR(s.std, 29.011, 1e-3);
+}
+
+// Trace stamps per slot: CTAs that stamped it and min / mean / max in us
+// after slot 0's earliest stamp; unstamped slots left out; the earliest
+// stamp of all as the origin where the origin slot has none.
+TEST(Trace, SlotsSummarisedOverCtas) {
+  jit::KernelTrace t;
+  t.function = "k", t.config = "cfg", t.ctas = 4, t.slots = 3;
+  t.stamps.assign(12, 0);
+  auto at = [&](int c, int s) -> unsigned long long& { return t.stamps[size_t(c * 3 + s)]; };
+  at(0, 0) = 10000, at(1, 0) = 11000, at(2, 0) = 12000;  // CTA 3 stamped nothing
+  at(0, 2) = 15000, at(1, 2) = 19000;
+  const auto st = harness::summarize_trace(t);
+  ASSERT_EQ(st.size(), 2u);
+  EXPECT_EQ(st[0].slot, 0);
+  EXPECT_EQ(st[0].ctas, 3);
+  EXPECT_DOUBLE_EQ(st[0].min_us, 0.0);
+  EXPECT_DOUBLE_EQ(st[0].mean_us, 1.0);
+  EXPECT_DOUBLE_EQ(st[0].max_us, 2.0);
+  EXPECT_EQ(st[1].slot, 2);
+  EXPECT_EQ(st[1].ctas, 2);
+  EXPECT_DOUBLE_EQ(st[1].min_us, 5.0);
+  EXPECT_DOUBLE_EQ(st[1].mean_us, 7.0);
+  EXPECT_DOUBLE_EQ(st[1].max_us, 9.0);
+  // Origin slot 1 has no stamps: the earliest stamp of all is the origin.
+  const auto o1 = harness::summarize_trace(t, 1);
+  ASSERT_EQ(o1.size(), 2u);
+  EXPECT_DOUBLE_EQ(o1[0].min_us, 0.0);
+  // Origin slot 2: slot 0 comes before it (negative times).
+  const auto o2 = harness::summarize_trace(t, 2);
+  EXPECT_DOUBLE_EQ(o2[0].min_us, -5.0);
+  const std::string text = harness::format_trace(t);
+  EXPECT_NE(text.find("trace k [cfg]"), std::string::npos) << text;
+  EXPECT_NE(text.find("slot  2:    2 CTAs"), std::string::npos) << text;
+  EXPECT_EQ(text.find("slot  1"), std::string::npos) << text;
+  // Nothing stamped, or a buffer of the wrong size: nothing to summarise.
+  t.stamps.assign(12, 0);
+  EXPECT_TRUE(harness::summarize_trace(t).empty());
+  t.stamps.resize(5, 1);
+  EXPECT_TRUE(harness::summarize_trace(t).empty());
 }
 
 TEST(Random, DeterministicAndSeedSensitive) {

@@ -121,6 +121,20 @@ TEST(JitOptions, ParseAndErrors) {
   TC_EXPECT_ERROR(CompileOptions::parse("fastest"), ErrorKind::kInvalidArgument, "set", "fastest");
   TC_EXPECT_ERROR(CompileOptions::parse("release,maxrregcount=x"), ErrorKind::kInvalidArgument, "maxrregcount");
   TC_EXPECT_ERROR(CompileOptions::parse("release,unroll=4"), ErrorKind::kInvalidArgument, "unroll");
+  // trace: its own flag, text and cache key; off by default and then absent from the text.
+  const CompileOptions traced = CompileOptions::parse("release,trace");
+  EXPECT_TRUE(traced.trace);
+  EXPECT_FALSE(CompileOptions::parse("release").trace);
+  EXPECT_FALSE(CompileOptions::parse("release,trace=0").trace);
+  EXPECT_EQ(traced.str(), "release,trace");
+  EXPECT_EQ(CompileOptions::parse(traced.str()), traced);
+  EXPECT_EQ(CompileOptions{}.str(), "release");
+  const auto tf = traced.flags();
+  EXPECT_NE(std::find(tf.begin(), tf.end(), "-DTC_TRACE"), tf.end());
+  const auto rf = CompileOptions{}.flags();
+  EXPECT_EQ(std::find(rf.begin(), rf.end(), "-DTC_TRACE"), rf.end());
+  EXPECT_NE(cache_key(fill_spec(), traced, "sm_90a"), cache_key(fill_spec(), CompileOptions{}, "sm_90a"));
+  TC_EXPECT_ERROR(CompileOptions::parse("release,trace=2"), ErrorKind::kInvalidArgument, "trace", "'2'");
 }
 
 TEST(JitCompile, ParsesPtxasResourceLines) {

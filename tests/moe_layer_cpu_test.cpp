@@ -978,6 +978,24 @@ TEST(FusedMoeCpu, KernelsForSm90a) {
   EXPECT_GT(ops::fused_moe_workspace_bytes(a, L.params()), size_t(L.T * L.K * (L.H + L.I) * 2));
 }
 
+// The gate + mapping kernel under the compile option `trace`: it compiles
+// for sm_90a without spills and its binary holds the stamp buffer the host
+// looks up (tc_trace_stamps); without the option the buffer is absent.
+TEST(FusedMoeCpu, GateMappingTraceStampsCompileIn) {
+  const StandInLayer S(4096);
+  ops::FusedMoeOptions one;
+  one.mapping_blocks = 1;
+  const auto specs = ops::fused_moe_kernel_specs(S.args(), S.L.params(), one);
+  ASSERT_GE(specs.size(), 2u);
+  ASSERT_EQ(specs[1].function, "tc::moe::topk_gate_mapping_kernel");
+  const auto traced = jit::compile(specs[1], jit::CompileOptions::parse("release,trace"), "sm_90a");
+  const auto plain = jit::compile(specs[1], {}, "sm_90a");
+  EXPECT_EQ(traced->resources.spill_store_bytes, 0);
+  EXPECT_NE(traced->cubin.find("tc_trace_stamps"), std::string::npos);
+  EXPECT_EQ(plain->cubin.find("tc_trace_stamps"), std::string::npos);
+  EXPECT_NE(traced->key, plain->key);
+}
+
 // decode_split=1 (the one-kernel decode path, sm_90): its two kernels
 // compile without spills; asked for where it cannot
 // run (sm_80, T = 2, I not a multiple of 128, per-expert weights), an

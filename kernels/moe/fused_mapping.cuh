@@ -24,6 +24,7 @@
 #include "moe/fused_mapping_params.cuh"
 #include "tile/grid_dependency.cuh"
 #include "tile/target.cuh"
+#include "tile/trace.cuh"
 
 namespace tc::moe {
 
@@ -270,6 +271,7 @@ __device__ __forceinline__ void fused_mapping_block(const FusedMappingParams& p,
     count_slots(p, begin, end, cnt + warp * E, lane);
   }
   __syncthreads();
+  trace_stamp(5);
 
   // B. per expert (thread e): prefix over the count rows, total, offsets.
   int total = 0;
@@ -281,9 +283,12 @@ __device__ __forceinline__ void fused_mapping_block(const FusedMappingParams& p,
   __syncthreads();
   for (int e = tid; e <= E; e += kMappingThreads) p.expert_offsets[e] = offs[e];
   if (tid == 0) *p.num_tiles = offs[E] / p.block_m;
+  trace_stamp(6);
 
   place_slots<kDistinct>(p, begin, end, offs, cnt + warp * E, lane, ev, one_chunk);
+  trace_stamp(7);
   own_tiles(p, offs, 0, p.rows / p.block_m, tid, kMappingThreads);
+  trace_stamp(8);
 }
 
 __global__ void __launch_bounds__(kMappingThreads, 1) fused_mapping_kernel(const FusedMappingParams p) {

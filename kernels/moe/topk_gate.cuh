@@ -17,6 +17,7 @@
 #include "moe/topk_gate_params.cuh"
 #include "tile/grid_dependency.cuh"
 #include "tile/target.cuh"
+#include "tile/trace.cuh"
 #include "tile/types.cuh"
 #include "tile/warp.cuh"
 
@@ -217,6 +218,7 @@ __device__ __forceinline__ void topk_gate_token(const TopkGateParams& p, long lo
   // a warp arg-max of (value, index, weight) by shuffle rounds.) Key 0 marks
   // padding and chosen experts: below every score, so never chosen while K
   // is at most the experts eligible (the host checks).
+  trace_stamp(9);
   unsigned key[EPL];
 #pragma unroll
   for (int j = 0; j < EPL; ++j) key[j] = lane + j * W < p.num_experts ? score_key(choice[j]) : 0u;
@@ -237,6 +239,7 @@ __device__ __forceinline__ void topk_gate_token(const TopkGateParams& p, long lo
     if (lane == k) my_id = int(win), my_w = w;
     denom += w;  // in selection order, the same in every lane
   }
+  trace_stamp(10);
   if (lane < K) {
     p.ids[t * K + lane] = my_id;
     p.weights[t * K + lane] = (p.renormalize ? my_w / denom : my_w) * p.scale;

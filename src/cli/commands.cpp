@@ -17,6 +17,7 @@
 #include "tilecraft/harness/env.h"
 #include "tilecraft/harness/precompile.h"
 #include "tilecraft/harness/report.h"
+#include "tilecraft/harness/trace.h"
 #include "tilecraft/jit/jit.h"
 #include "tilecraft/jit/embedded_sources.h"
 #include "tilecraft/runtime/device.h"
@@ -233,6 +234,10 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
                                sc["note"].get<std::string>()));
         }
     }
+    // Compiled with `trace`: the stamps of this case's last launch of each
+    // traced kernel, read and cleared (jit::take_traces).
+    if (backend == DeviceType::kCUDA && ro.compile.trace)
+      for (const jit::KernelTrace& t : jit::take_traces(0)) con.line(harness::format_trace(t));
     recs.push_back(std::move(r));
   }
   return recs;

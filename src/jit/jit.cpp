@@ -17,6 +17,7 @@
 #include "tilecraft/jit/hash.h"
 #include "tilecraft/runtime/device.h"
 #include "tilecraft/runtime/driver.h"
+#include "tile/trace_params.cuh"
 
 namespace tilecraft::jit {
 namespace {
@@ -31,7 +32,10 @@ struct State {
   std::unordered_map<std::string, std::shared_ptr<const CompiledKernel>> compiled;  // by memo string
   std::unordered_map<std::string, std::unique_ptr<Launchable>> loaded;             // by memo@device
   std::map<std::string, std::string> header_hash;                                  // closure hash per header
+  std::vector<std::pair<int, const Launchable*>> traced;                           // (device, kernel), load order
 };
+
+constexpr size_t kTraceBytes = size_t(tc::kTraceCtas) * tc::kTraceSlots * sizeof(unsigned long long);
 
 State& state() {
   static State s;
@@ -157,9 +161,21 @@ const Launchable& get_kernel(const KernelSpec& spec, const CompileOptions& optio
   TC_DRV(cuModuleLoadData, &mod, compiled->cubin.data());
   TC_DRV(cuModuleGetFunction, &l->fn, mod, compiled->lowered_name.c_str());
   l->dependent = spec.waits_for_previous_grid && rt::device_info(device).cc_major >= 9;
+  if (options.trace) {
+    // Only kernels that include tile/trace.cuh (and so stamp) have the buffer.
+    CUdeviceptr ptr = 0;
+    size_t bytes = 0;
+    if (rt::driver().cuModuleGetGlobal(&ptr, &bytes, mod, "tc_trace_stamps") == CUDA_SUCCESS &&
+        bytes == kTraceBytes) {
+      TC_DRV(cuMemsetD8, ptr, 0, bytes);
+      l->trace_stamps = ptr;
+    }
+  }
   std::lock_guard<std::mutex> lock(s.mu);
   // Modules stay loaded for the process: Launchables are handed out by reference.
-  return *s.loaded.emplace(memo, std::move(l)).first->second;
+  const Launchable& out = *s.loaded.emplace(memo, std::move(l)).first->second;
+  if (out.trace_stamps) s.traced.emplace_back(device, &out);
+  return out;
 }
 
 static std::atomic<bool>& dependent_launch_flag() {
@@ -250,6 +266,33 @@ int max_active_clusters(const Launchable& k, unsigned block_x, unsigned smem_byt
     TC_DRV(cuOccupancyMaxActiveClusters, &clusters, k.fn, &cfg);
     return std::max(clusters, 1);
   });
+}
+
+std::vector<KernelTrace> take_traces(int device) {
+  State& s = state();
+  std::vector<const Launchable*> mine;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    for (const auto& [dev, k] : s.traced)
+      if (dev == device) mine.push_back(k);
+  }
+  std::vector<KernelTrace> out;
+  if (mine.empty()) return out;
+  rt::ensure_context(device);
+  TC_DRV(cuCtxSynchronize);
+  for (const Launchable* k : mine) {
+    KernelTrace t;
+    t.function = k->compiled->spec.name_expression();
+    t.config = k->compiled->spec.config;
+    t.ctas = tc::kTraceCtas, t.slots = tc::kTraceSlots;
+    t.stamps.resize(kTraceBytes / sizeof(unsigned long long));
+    TC_DRV(cuMemcpyDtoH, t.stamps.data(), k->trace_stamps, kTraceBytes);
+    if (std::any_of(t.stamps.begin(), t.stamps.end(), [](unsigned long long v) { return v != 0; })) {
+      TC_DRV(cuMemsetD8, k->trace_stamps, 0, kTraceBytes);
+      out.push_back(std::move(t));
+    }
+  }
+  return out;
 }
 
 void clear_memory_cache() {

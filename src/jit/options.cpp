@@ -45,9 +45,10 @@ CompileOptions CompileOptions::parse(const std::string& text) {
     else if (key == "prec-div") o.prec_div = parse_bool(key, val);
     else if (key == "prec-sqrt") o.prec_sqrt = parse_bool(key, val);
     else if (key == "fmad") o.fmad = parse_bool(key, val);
+    else if (key == "trace") o.trace = parse_bool(key, val);
     else
       throw_arg_error(ErrorKind::kInvalidArgument, "compile options", key,
-                      "one of maxrregcount, fast-math, ftz, prec-div, prec-sqrt, fmad", "'" + key + "'");
+                      "one of maxrregcount, fast-math, ftz, prec-div, prec-sqrt, fmad, trace", "'" + key + "'");
   }
   return o;
 }
@@ -63,6 +64,7 @@ std::vector<std::string> CompileOptions::flags() const {
   if (prec_div) f.push_back(std::string("-prec-div=") + tf(*prec_div));
   if (prec_sqrt) f.push_back(std::string("-prec-sqrt=") + tf(*prec_sqrt));
   if (fmad) f.push_back(std::string("-fmad=") + tf(*fmad));
+  if (trace) f.push_back("-DTC_TRACE");
   return f;
 }
 
@@ -77,6 +79,7 @@ std::string CompileOptions::str() const {
   add("prec-div", prec_div);
   add("prec-sqrt", prec_sqrt);
   add("fmad", fmad);
+  if (trace) s += ",trace";
   return s;
 }
 

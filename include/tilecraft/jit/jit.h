@@ -12,6 +12,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tilecraft/jit/compiler.h"
 #include "tilecraft/jit/kernel_spec.h"
@@ -38,6 +39,19 @@ struct Launchable {
   // start (its CTAs resident, prologue done) while the previous kernel drains.
   bool dependent = false;
   std::shared_ptr<const CompiledKernel> compiled;
+  // Compiled with CompileOptions::trace and holding stamps: the module's
+  // tc_trace_stamps buffer (zeroed at load), else 0.
+  CUdeviceptr trace_stamps = 0;
+};
+
+// One traced kernel's stamps (CompileOptions::trace, kernels/tile/trace.cuh):
+// stamps[cta * slots + slot], %globaltimer in ns, 0 where never stamped;
+// the last launch of each CTA index.
+struct KernelTrace {
+  std::string function;  // the spec's name expression
+  std::string config;    // the spec's config label
+  int ctas = 0, slots = 0;
+  std::vector<unsigned long long> stamps;
 };
 
 std::string cache_dir();
@@ -79,5 +93,10 @@ void set_dependent_launch(bool on);
 
 // Drops the in-memory maps (tests use this to observe the disk cache).
 void clear_memory_cache();
+
+// The stamps of every traced kernel loaded on `device` that recorded any
+// since the last call, in load order; their buffers are zeroed after
+// reading. Synchronises the device.
+std::vector<KernelTrace> take_traces(int device = 0);
 
 }  // namespace tilecraft::jit

@@ -15,9 +15,12 @@ struct CompileOptions {
   std::optional<bool> prec_div;
   std::optional<bool> prec_sqrt;
   std::optional<bool> fmad;
+  // Per-CTA phase stamps (kernels/tile/trace.cuh; -DTC_TRACE): kernels with
+  // stamps record them, jit::take_traces reads them. Off: the same binaries.
+  bool trace = false;
 
   // Parses "release", "profile", "debug" optionally followed by knobs:
-  // "release,maxrregcount=128,fast-math,ftz=1". Throws naming the bad part.
+  // "release,maxrregcount=128,fast-math,ftz=1,trace". Throws naming the bad part.
   static CompileOptions parse(const std::string& text);
   // NVRTC flags for these options (no arch, no include paths).
   std::vector<std::string> flags() const;

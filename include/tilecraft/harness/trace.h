@@ -1,0 +1,24 @@
+#pragma once
+// Per-CTA phase stamps of traced kernels (compile option `trace`), summarised
+// per slot: how many CTAs stamped it, and when (min / mean / max), in us
+// after the earliest stamp of the origin slot over all CTAs.
+#include <string>
+#include <vector>
+
+#include "tilecraft/jit/jit.h"
+
+namespace tilecraft::harness {
+
+struct TraceSlotStats {
+  int slot = 0;
+  int ctas = 0;  // CTAs that stamped it
+  double min_us = 0, mean_us = 0, max_us = 0;
+};
+
+// Slots with at least one stamp, in slot order. The origin is slot `origin`'s
+// earliest stamp, or the earliest stamp of all where that slot has none.
+std::vector<TraceSlotStats> summarize_trace(const jit::KernelTrace& t, int origin = 0);
+// A few lines: the kernel, then one line per stamped slot.
+std::string format_trace(const jit::KernelTrace& t);
+
+}  // namespace tilecraft::harness

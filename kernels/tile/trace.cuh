@@ -1,0 +1,44 @@
+#pragma once
+// Per-CTA phase stamps for diagnosis, compiled in only under the compile
+// option `trace` (-DTC_TRACE); otherwise every call is empty and the kernel
+// is unchanged. A stamp is %globaltimer (ns, one clock for all SMs) stored
+// to tc_trace_stamps[cta][slot], plain stores, no printf: the host reads the
+// buffer after the launch (jit::take_traces) and `tilecraft bench` prints
+// each slot's spread over the CTAs. Each launch overwrites its CTAs' slots,
+// so what is read is the last launch of each CTA index; CTAs past
+// kTraceCtas are not recorded.
+#include "tile/trace_params.cuh"
+
+#ifdef TC_TRACE
+// C linkage: the host finds it by this name (cuModuleGetGlobal).
+extern "C" {
+__device__ unsigned long long tc_trace_stamps[tc::kTraceCtas * tc::kTraceSlots];
+}
+#endif
+
+namespace tc {
+
+// The calling thread stamps `slot` for its CTA (the caller picks one thread).
+__device__ __forceinline__ void trace_stamp_here(int slot) {
+#ifdef TC_TRACE
+  const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  if (cta < unsigned(kTraceCtas) && slot >= 0 && slot < kTraceSlots) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
+    tc_trace_stamps[cta * kTraceSlots + slot] = t;
+  }
+#else
+  (void)slot;
+#endif
+}
+
+// Thread 0 of the CTA stamps `slot`.
+__device__ __forceinline__ void trace_stamp(int slot) {
+#ifdef TC_TRACE
+  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) trace_stamp_here(slot);
+#else
+  (void)slot;
+#endif
+}
+
+}  // namespace tc

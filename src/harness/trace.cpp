@@ -1,0 +1,53 @@
+#include "tilecraft/harness/trace.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+namespace tilecraft::harness {
+
+std::vector<TraceSlotStats> summarize_trace(const jit::KernelTrace& t, int origin) {
+  std::vector<TraceSlotStats> out;
+  const auto at = [&](int cta, int slot) { return t.stamps[size_t(cta) * size_t(t.slots) + size_t(slot)]; };
+  if (t.slots <= 0 || t.ctas <= 0 || t.stamps.size() < size_t(t.ctas) * size_t(t.slots)) return out;
+  unsigned long long base = std::numeric_limits<unsigned long long>::max(), any = base;
+  for (int c = 0; c < t.ctas; ++c)
+    for (int s = 0; s < t.slots; ++s)
+      if (const unsigned long long v = at(c, s)) {
+        any = std::min(any, v);
+        if (s == origin) base = std::min(base, v);
+      }
+  if (any == std::numeric_limits<unsigned long long>::max()) return out;
+  if (base == std::numeric_limits<unsigned long long>::max()) base = any;
+  for (int s = 0; s < t.slots; ++s) {
+    TraceSlotStats st;
+    st.slot = s;
+    double sum = 0;
+    for (int c = 0; c < t.ctas; ++c) {
+      const unsigned long long v = at(c, s);
+      if (!v) continue;
+      // Signed: a slot may be stamped before the origin's earliest stamp.
+      const double us = (double(v) - double(base)) / 1000.0;
+      st.min_us = st.ctas ? std::min(st.min_us, us) : us;
+      st.max_us = st.ctas ? std::max(st.max_us, us) : us;
+      sum += us;
+      ++st.ctas;
+    }
+    if (!st.ctas) continue;
+    st.mean_us = sum / st.ctas;
+    out.push_back(st);
+  }
+  return out;
+}
+
+std::string format_trace(const jit::KernelTrace& t) {
+  std::string s = fmt::format("    trace {} [{}] (us after slot 0's first stamp)\n", t.function, t.config);
+  for (const TraceSlotStats& st : summarize_trace(t))
+    s += fmt::format("      slot {:2d}: {:4d} CTAs  min {:8.2f}  mean {:8.2f}  max {:8.2f}\n", st.slot, st.ctas,
+                     st.min_us, st.mean_us, st.max_us);
+  if (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
+}  // namespace tilecraft::harness
