@@ -55,6 +55,7 @@
 #include "moe/grouped_gemv.cuh"
 #include "tile/grid_dependency.cuh"
 #include "tile/mbarrier.cuh"
+#include "tile/trace.cuh"
 
 namespace tc::moe {
 
@@ -168,6 +169,7 @@ struct DecodeSplit {
     const int R = p.box_rows;
     const long long kStageElems = (long long)R * W;
     const unsigned row_bytes = unsigned(p.H) * sizeof(T);
+    trace_stamp_here(2);
     mbar_arrive_expect_tx(&sh.x_full, row_bytes);
     bulk_load(smem, p.x, row_bytes, &sh.x_full);
     SplitRing<T, Piece> ring_q{sh.full, sh.empty, sh.piece, ring, kStageElems, S};
@@ -191,9 +193,11 @@ struct DecodeSplit {
         // The whole box's bytes count, rows past H included (zeros).
         const auto st = ring_q.claim(Piece{1, lu, u, r, min(R, p.H - r)}, unsigned(R * W * sizeof(T)));
         tma_load_3d(st.data, &L.down, slice * W, r, e, st.full);
+        if (lu == 0 && r == 0) trace_stamp_here(3);
       }
       ++lu;
     }
+    trace_stamp_here(4);
     if (p.pool_boxes > 0) {
       // Each unit is published (sched[0]'s high bits) by the consumer of
       // its last gate/up piece, long before this point; wait for this
@@ -219,6 +223,7 @@ struct DecodeSplit {
       }
     }
     ring_q.finish();
+    trace_stamp_here(5);
     // x's copy has landed before the CTA can exit (a CTA with no live unit
     // has no consumer that waits for it).
     mbar_wait(&sh.x_full, 0);
@@ -314,9 +319,11 @@ struct DecodeSplit {
     const T* x = smem;
     const int R = p.box_rows;
     const T* stage = smem + ring_offset(p) + (long long)st * R * W;
-    bool have_x = false;
+    bool have_x = false, first_box = true;
+    const bool tracer = warp == 0 && lane == 0;
     for (unsigned use = 0;; ++use) {
       mbar_wait(&sh.full[st], use & 1);
+      if (tracer && use == 0) trace_stamp_here(6);
       const Piece pc = sh.piece[st];
       if (pc.kind < 0) break;
       const int b = pc.lunit & 1;
@@ -363,6 +370,7 @@ struct DecodeSplit {
           // buffer counted its pieces too).
           const unsigned pieces = unsigned(W + p.gu_cols - 1) / p.gu_cols;
           wait_count(&sh.h_ready[b], unsigned((pc.lunit >> 1) + 1) * pieces, lane);
+          if (tracer && first_box) trace_stamp_here(7), first_box = false;
           h_lanes(sh.h[b], false, lane, hv);
         } else {
           // A pool box: its unit was published before the producer claimed
@@ -377,15 +385,21 @@ struct DecodeSplit {
         }
       }
     }
+    if (tracer) trace_stamp_here(8);
   }
 };
 
+// Trace slots (compile option `trace`): thread 0 at entry (0) and past the
+// dependency wait (1); the producer starting (2), its first down box issued
+// (3), every own copy issued (4), its end markers issued (5); consumer warp
+// 0 past its first stage wait (6), at its first down box (7), done (8).
 template <typename T, typename OutT, int W>
 __global__ void __launch_bounds__(kSplitThreads, 1) decode_split_kernel(const __grid_constant__ DecodeSplitLaunch L) {
   using D = DecodeSplit<T, OutT, W>;
   extern __shared__ __align__(1024) unsigned char smem_bytes[];
   __shared__ typename D::Shared sh;
   const DecodeSplitParams& p = L.p;
+  trace_stamp(0);
   if (threadIdx.x == 0) {
     for (int s = 0; s < p.stages; ++s) mbar_init(&sh.full[s], 1), mbar_init(&sh.empty[s], 1);
     mbar_init(&sh.x_full, 1);
@@ -398,6 +412,7 @@ __global__ void __launch_bounds__(kSplitThreads, 1) decode_split_kernel(const __
   // ids come from the gate (the previous kernel); partials and out are
   // written here and read by the combine after it.
   grid_dependency_begin();
+  trace_stamp(1);
   const int warp = threadIdx.x / 32;
   if (threadIdx.x == kSplitThreads - 32) D::produce(L, sh, smem);
   else if (warp < 2 * p.stages) D::consume(L, sh, smem, warp);
