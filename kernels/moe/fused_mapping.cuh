@@ -248,6 +248,8 @@ __device__ __forceinline__ void prepare_mapping(const FusedMappingParams& p, int
 // Loops stay rolled where unrolling only repeats a pass: at decode sizes the
 // kernel runs once, cold (H200, session 18: fetching code, not running it,
 // set the gate's latency).
+// Trace slots (compile option `trace`, thread 0): 5 counted, 6 offsets
+// written, 7 its own warp placed, 8 its tile owners written.
 template <bool kDistinct = false>
 __device__ __forceinline__ void fused_mapping_block(const FusedMappingParams& p, int* smem) {
   using namespace mapping;
