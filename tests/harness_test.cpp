@@ -64,6 +64,12 @@ TEST(Trace, SlotsSummarisedOverCtas) {
   EXPECT_NE(text.find("trace k [cfg]"), std::string::npos) << text;
   EXPECT_NE(text.find("slot  2:    2 CTAs"), std::string::npos) << text;
   EXPECT_EQ(text.find("slot  1"), std::string::npos) << text;
+  const nlohmann::json j = harness::trace_json(t);
+  EXPECT_EQ(j["function"], "k");
+  ASSERT_EQ(j["slots"].size(), 2u);
+  EXPECT_EQ(j["slots"][1]["slot"], 2);
+  EXPECT_EQ(j["slots"][1]["ctas"], 2);
+  EXPECT_DOUBLE_EQ(j["slots"][1]["mean_us"].get<double>(), 7.0);
   // Nothing stamped, or a buffer of the wrong size: nothing to summarise.
   t.stamps.assign(12, 0);
   EXPECT_TRUE(harness::summarize_trace(t).empty());

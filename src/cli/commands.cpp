@@ -235,9 +235,13 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
         }
     }
     // Compiled with `trace`: the stamps of this case's last launch of each
-    // traced kernel, read and cleared (jit::take_traces).
+    // traced kernel, read and cleared (jit::take_traces), on the console and
+    // in the record.
     if (backend == DeviceType::kCUDA && ro.compile.trace)
-      for (const jit::KernelTrace& t : jit::take_traces(0)) con.line(harness::format_trace(t));
+      for (const jit::KernelTrace& t : jit::take_traces(0)) {
+        con.line(harness::format_trace(t));
+        r["traces"].push_back(harness::trace_json(t));
+      }
     recs.push_back(std::move(r));
   }
   return recs;

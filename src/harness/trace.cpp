@@ -41,6 +41,14 @@ std::vector<TraceSlotStats> summarize_trace(const jit::KernelTrace& t, int origi
   return out;
 }
 
+nlohmann::json trace_json(const jit::KernelTrace& t) {
+  nlohmann::json slots = nlohmann::json::array();
+  for (const TraceSlotStats& st : summarize_trace(t))
+    slots.push_back({{"slot", st.slot}, {"ctas", st.ctas}, {"min_us", st.min_us}, {"mean_us", st.mean_us},
+                     {"max_us", st.max_us}});
+  return {{"function", t.function}, {"config", t.config}, {"slots", slots}};
+}
+
 std::string format_trace(const jit::KernelTrace& t) {
   std::string s = fmt::format("    trace {} [{}] (us after slot 0's first stamp)\n", t.function, t.config);
   for (const TraceSlotStats& st : summarize_trace(t))

@@ -2,6 +2,8 @@
 // Per-CTA phase stamps of traced kernels (compile option `trace`), summarised
 // per slot: how many CTAs stamped it, and when (min / mean / max), in us
 // after the earliest stamp of the origin slot over all CTAs.
+#include <nlohmann/json.hpp>
+
 #include <string>
 #include <vector>
 
@@ -20,5 +22,8 @@ struct TraceSlotStats {
 std::vector<TraceSlotStats> summarize_trace(const jit::KernelTrace& t, int origin = 0);
 // A few lines: the kernel, then one line per stamped slot.
 std::string format_trace(const jit::KernelTrace& t);
+// For the records: {"function", "config", "slots": [{"slot", "ctas",
+// "min_us", "mean_us", "max_us"}, ...]}.
+nlohmann::json trace_json(const jit::KernelTrace& t);
 
 }  // namespace tilecraft::harness
