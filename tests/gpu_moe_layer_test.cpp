@@ -728,9 +728,13 @@ TEST(GpuMoeTopkGateMapping, BitwiseEqualsTwoKernels) {
   qwen.renormalize = true;
   race.score_dtype = DType::kF16;
   uint64_t seed_stream = 1;
+  // (K = 4, 5 and 6 as well: the last block places token by token from
+  // K = 4, and segments of 50 * 4, 100 * 5 or 77 * 6 slots split tokens
+  // across warps.)
   for (const Case& c : {Case{1, 256, 8, ds, 16}, Case{16, 256, 8, ds, 16}, Case{33, 256, 8, ds, 32},
                         Case{256, 128, 8, qwen, 32}, Case{4096, 256, 8, ds, 128}, Case{3000, 8, 2, race, 128},
-                        Case{5, 64, 1, qwen, 16}}) {
+                        Case{5, 64, 1, qwen, 16}, Case{50, 64, 4, qwen, 16}, Case{100, 256, 5, ds, 64},
+                        Case{77, 128, 6, qwen, 32}}) {
     SCOPED_TRACE(::testing::Message() << "T=" << c.T << " E=" << c.E << " K=" << c.K);
     const int64_t rows = ops::moe_fused_mapping_rows(c.T, c.K, c.E, c.block_m);
     DeviceTensor logits(DType::kF32, {c.T, c.E}), bias(DType::kF32, {c.E});
