@@ -419,6 +419,19 @@ void expect_graph_replays_bits(Layer& L, rt::Stream& s, ops::FusedMoeWorkspace& 
   d.cuGraphExecDestroy(ge);
   d.cuGraphDestroy(g);
 }
+
+// sqrt(sum (got - want)^2 / sum want^2) over every element; want must not be
+// all zeros (a comparison against zeros could not fail).
+double relative_rms(const HostTensor& want, const HostTensor& got) {
+  double ss = 0, err = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const double y = load_as_double(want.data(), want.dtype(), size_t(i));
+    const double g = load_as_double(got.data(), got.dtype(), size_t(i));
+    ss += y * y, err += (g - y) * (g - y);
+  }
+  EXPECT_GT(ss, 0.0) << "the reference is all zeros";
+  return std::sqrt(err / ss);
+}
 }  // namespace
 
 TEST(GpuFusedMoe, DeterministicBits) {
@@ -604,14 +617,7 @@ TEST(GpuFusedMoe, DecodePath) {
     ops::fused_moe(L.args(), L.params(), s.get(), &ws, decode);
     s.sync();
     const HostTensor got = L.out.to_host();
-    double ss = 0, err = 0;
-    for (int64_t i = 0; i < want.numel(); ++i) {
-      const double y = load_as_double(want.data(), want.dtype(), size_t(i));
-      const double g = load_as_double(got.data(), got.dtype(), size_t(i));
-      ss += y * y, err += (g - y) * (g - y);
-    }
-    ASSERT_GT(ss, 0.0);
-    EXPECT_LE(std::sqrt(err / ss), 1e-2) << "relative RMS difference, decode vs mapped path";
+    EXPECT_LE(relative_rms(want, got), 1e-2) << "relative RMS difference, decode vs mapped path";
     for (int i = 0; i < 2; ++i) {
       L.out.fill_bytes(0xff);
       ops::fused_moe(L.args(), L.params(), s.get(), i ? nullptr : &ws, decode);
@@ -646,16 +652,7 @@ TEST(GpuFusedMoe, DecodeSplit) {
     s.sync();
     return L.out.to_host();
   };
-  auto rms = [&](const HostTensor& got) {
-    double ss = 0, err = 0;
-    for (int64_t i = 0; i < want.numel(); ++i) {
-      const double y = load_as_double(want.data(), want.dtype(), size_t(i));
-      const double g = load_as_double(got.data(), got.dtype(), size_t(i));
-      ss += y * y, err += (g - y) * (g - y);
-    }
-    EXPECT_GT(ss, 0.0);
-    return std::sqrt(err / ss);
-  };
+  auto rms = [&](const HostTensor& got) { return relative_rms(want, got); };
   const HostTensor got = run(one);
   EXPECT_LE(rms(got), 1e-2) << "relative RMS difference, one kernel vs two";
   for (int cols : {112, 16, 8}) {
