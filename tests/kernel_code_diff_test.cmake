@@ -1,0 +1,40 @@
+# ctest KernelCodeDiff.CommentsKeepCodeEditsDoNot: scripts/kernel_code_diff.py
+# finds the same machine code in two JIT caches whose kernel sources differ
+# by a comment only, and a difference where one load lost its __ldg.
+set(work ${WORK}/kernel_code_diff)
+file(REMOVE_RECURSE ${work})
+file(MAKE_DIRECTORY ${work})
+file(COPY ${KERNELS}/ DESTINATION ${work}/same)
+file(COPY ${KERNELS}/ DESTINATION ${work}/changed)
+set(header moe/reduce_fused.cuh)
+file(APPEND ${work}/same/${header} "\n// a comment only: the same code\n")
+file(READ ${work}/changed/${header} text)
+set(load "pos[k] = __ldg(p.pos + t * K + k);")
+string(FIND "${text}" "${load}" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "the test's edit no longer applies: '${load}' is not in ${header}")
+endif()
+string(REPLACE "${load}" "pos[k] = p.pos[t * K + k];" text "${text}")
+file(WRITE ${work}/changed/${header} "${text}")
+
+function(compile_into cache kernel_dir)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env TILECRAFT_CACHE_DIR=${work}/${cache} TILECRAFT_KERNEL_DIR=${kernel_dir}
+                          ${TILECRAFT} compile --op moe_reduce_fused --workload tiny
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "tilecraft compile into ${cache} failed (${rc}): ${out}")
+  endif()
+endfunction()
+compile_into(embedded "")
+compile_into(same ${work}/same)
+compile_into(changed ${work}/changed)
+
+execute_process(COMMAND ${PYTHON} ${SCRIPT} ${work}/embedded ${work}/same RESULT_VARIABLE rc OUTPUT_VARIABLE out)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "a comment changed the code? (${rc}): ${out}")
+endif()
+execute_process(COMMAND ${PYTHON} ${SCRIPT} ${work}/embedded ${work}/changed RESULT_VARIABLE rc OUTPUT_VARIABLE out)
+if(NOT rc EQUAL 1 OR NOT out MATCHES "code differs")
+  message(FATAL_ERROR "an edited load left the code as it was? (${rc}): ${out}")
+endif()
+message(STATUS "${out}")
