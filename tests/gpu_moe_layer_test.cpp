@@ -5,11 +5,13 @@
 
 #include <array>
 #include <cstring>
+#include <set>
 #include <utility>
 #include <vector>
 
 #include "test_util.h"
 #include "tilecraft/harness/random.h"
+#include "tilecraft/harness/trace.h"
 #include "tilecraft/jit/jit.h"
 #include "tilecraft/ops/fused_moe.h"
 #include "tilecraft/ops/moe_fused_mapping.h"
@@ -786,7 +788,8 @@ TEST(GpuMoeTopkGateMapping, BitwiseEqualsTwoKernels) {
 // routing, T = 256, 4 tokens a block: 64 blocks): the same outputs as
 // without it, and its stamps (kernels/moe/gate_mapping.cuh names the
 // slots): every block stamped 0, 1, 9, 10, 2, 3, 4 in that order; exactly
-// one block, the last, stamped 5-8 after its 4; and reading clears them.
+// one block, the last, stamped 5-8 after its 4; every stamp names the one
+// launch; and reading clears them.
 TEST(GpuTrace, GateMappingStampsInOrder) {
   TC_REQUIRE_GPU();
   const int64_t T = 256, E = 256, K = 8;
@@ -847,5 +850,12 @@ TEST(GpuTrace, GateMappingStampsInOrder) {
   ASSERT_GE(last, 0) << "no block stamped the mapping";
   for (int slot = 5; slot < 8; ++slot) EXPECT_LE(at(last, slot - 1), at(last, slot)) << "slot " << slot;
   EXPECT_LE(at(last, 7), at(last, 8));
+  // One launch stamped them all, and it names itself (%gridid).
+  ASSERT_EQ(t->grids.size(), t->stamps.size());
+  std::set<unsigned long long> launches;
+  for (size_t i = 0; i < t->stamps.size(); ++i)
+    if (t->stamps[i]) launches.insert(t->grids[i]);
+  EXPECT_EQ(launches.size(), 1u);
+  EXPECT_EQ(harness::summarize_trace(*t).size(), 11u) << "slots 0-10";
   EXPECT_TRUE(jit::take_traces(0).empty()) << "the buffers were not cleared";
 }

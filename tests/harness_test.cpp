@@ -33,7 +33,8 @@ TEST(Timing, Percentiles) {
 
 // Trace stamps per slot: CTAs that stamped it and min / mean / max in us
 // after slot 0's earliest stamp; unstamped slots left out; the earliest
-// stamp of all as the origin where the origin slot has none.
+// stamp of all as the origin where the origin slot has none; with launch
+// ids, the last launch's stamps only.
 TEST(Trace, SlotsSummarisedOverCtas) {
   jit::KernelTrace t;
   t.function = "k", t.config = "cfg", t.ctas = 4, t.slots = 3;
@@ -70,6 +71,26 @@ TEST(Trace, SlotsSummarisedOverCtas) {
   EXPECT_EQ(j["slots"][1]["slot"], 2);
   EXPECT_EQ(j["slots"][1]["ctas"], 2);
   EXPECT_DOUBLE_EQ(j["slots"][1]["mean_us"].get<double>(), 7.0);
+  // With launch ids: the stamps of the latest stamp's launch alone. Here CTA
+  // 3 stamped slots 0 and 1 in an earlier launch (9) and slot 2's CTA 0
+  // stamp is from that launch too: all three are left out.
+  t.grids.assign(12, 10);
+  at(3, 0) = 500, at(3, 1) = 600, t.grids[9] = t.grids[10] = 9;
+  t.grids[2] = 9;
+  const auto last = harness::summarize_trace(t);
+  ASSERT_EQ(last.size(), 2u);
+  EXPECT_EQ(last[0].ctas, 3);
+  EXPECT_DOUBLE_EQ(last[0].min_us, 0.0);
+  EXPECT_EQ(last[1].slot, 2);
+  EXPECT_EQ(last[1].ctas, 1);
+  EXPECT_DOUBLE_EQ(last[1].min_us, 9.0);
+  // Without launch ids every stamp counts (origin CTA 3's 500 ns).
+  t.grids.clear();
+  const auto all = harness::summarize_trace(t);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0].ctas, 4);
+  EXPECT_DOUBLE_EQ(all[0].min_us, 0.0);
+  EXPECT_DOUBLE_EQ(all[1].min_us, 0.1);
   // Nothing stamped, or a buffer of the wrong size: nothing to summarise.
   t.stamps.assign(12, 0);
   EXPECT_TRUE(harness::summarize_trace(t).empty());

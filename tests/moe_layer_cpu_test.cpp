@@ -1166,25 +1166,32 @@ TEST(FusedMoeCpu, DeepSeekLikePrefillPairsTheGateUp) {
   }
 }
 
-// The router GEMM ([T, H] x [E, H]^T) at 132 SMs: where its 64 x 64 tiles
-// (16 or 32 rows at T <= 32) fill at most half the SMs, mma.sync with K
-// split until tiles x slices fill them (DeepSeek-V3 T = 1: 4 tiles, 33
-// slices of 112 k-steps), and the config resolves and compiles for sm_90a
-// without spills; past that, and with router_split = 0, the grouped GEMM's
-// own choice (no overrides).
+// The router GEMM ([T, H] x [E, H]^T) at 132 SMs, where the grouped GEMM's
+// own 128-row tiles fill less than half of them: on sm_90, warp-specialised
+// 64 x 128 tiles where those number at least a fifth of the SMs (DeepSeek-V3
+// T = 1024..8192, Qwen3-30B T = 4096); else, where 64 x 64 tiles (16 or 32
+// rows at T <= 32) fill at most half the SMs, mma.sync with K split until
+// tiles x slices fill them (DeepSeek-V3 T = 1: 4 tiles, 33 slices of 112
+// k-steps; on sm_80 also T = 1024); rows not on 16 bytes (H = 7170) never
+// ask for wgmma. Every chosen config resolves and compiles without spills;
+// past that, and with router_split = 0, the grouped GEMM's own choice (no
+// overrides).
 TEST(FusedMoeCpu, RouterGemmSplitsKOverTheSms) {
   void* fake = reinterpret_cast<void*>(uintptr_t(1) << 20);  // the choice reads shapes only
   const Device dev{DeviceType::kCUDA, 0};
   auto view = [&](DType t, std::initializer_list<int64_t> shape) { return TensorView(fake, t, Shape(shape), dev); };
   struct Case {
     int64_t T, H, E;
-    int block_m, k_splits;  // k_splits 0: no override
+    int cc, sm90, block_m, k_splits;  // sm90 -1: no override (then block_m 0, k_splits 0)
   };
-  for (const Case& c : {Case{1, 7168, 256, 16, 33}, Case{16, 7168, 256, 16, 33}, Case{32, 7168, 256, 32, 33},
-                        Case{256, 7168, 256, 64, 8}, Case{1024, 7168, 256, 64, 2}, Case{1, 2048, 128, 16, 16},
-                        Case{4, 4096, 8, 16, 32}, Case{2048, 7168, 256, 0, 0}, Case{32768, 7168, 8, 0, 0},
-                        Case{1, 128, 256, 0, 0}}) {
-    SCOPED_TRACE(::testing::Message() << "T=" << c.T << " H=" << c.H << " E=" << c.E);
+  for (const Case& c :
+       {Case{1, 7168, 256, 9, 0, 16, 33}, Case{16, 7168, 256, 9, 0, 16, 33}, Case{32, 7168, 256, 9, 0, 32, 33},
+        Case{256, 7168, 256, 9, 0, 64, 8}, Case{512, 7168, 256, 9, 0, 64, 4}, Case{1024, 7168, 256, 9, 2, 64, 0},
+        Case{1024, 7168, 256, 8, 0, 64, 2}, Case{2048, 7168, 256, 9, 2, 64, 0}, Case{4096, 7168, 256, 9, 2, 64, 0},
+        Case{8192, 7168, 256, 9, 2, 64, 0}, Case{16384, 7168, 256, 9, -1, 0, 0}, Case{4096, 2048, 128, 9, 2, 64, 0},
+        Case{2048, 7170, 256, 9, -1, 0, 0}, Case{2048, 7168, 256, 8, -1, 0, 0}, Case{1, 2048, 128, 9, 0, 16, 16},
+        Case{4, 4096, 8, 9, 0, 16, 32}, Case{32768, 7168, 8, 9, -1, 0, 0}, Case{1, 128, 256, 9, -1, 0, 0}}) {
+    SCOPED_TRACE(::testing::Message() << "T=" << c.T << " H=" << c.H << " E=" << c.E << " sm_" << c.cc << "0");
     ops::FusedMoeArgs a;
     a.x = view(DType::kBF16, {c.T, c.H});
     a.out = view(DType::kBF16, {c.T, c.H});
@@ -1194,37 +1201,36 @@ TEST(FusedMoeCpu, RouterGemmSplitsKOverTheSms) {
     a.w_down.stacked = view(DType::kBF16, {c.E, c.H, 64});
     ops::FusedMoeParams p;
     p.top_k = 1;
-    const ops::MoeGroupedGemmConfig r = ops::fused_moe_router_config(a, p, {}, 132);
+    const ops::MoeGroupedGemmConfig r = ops::fused_moe_router_config(a, p, {}, 132, c.cc);
+    EXPECT_EQ(r.sm90, c.sm90);
     EXPECT_EQ(r.block_m, c.block_m);
     EXPECT_EQ(r.k_splits, c.k_splits);
     ops::FusedMoeOptions off;
     off.router_split = 0;
-    const ops::MoeGroupedGemmConfig d = ops::fused_moe_router_config(a, p, off, 132);
+    const ops::MoeGroupedGemmConfig d = ops::fused_moe_router_config(a, p, off, 132, c.cc);
     EXPECT_EQ(d.block_m, 0);
     EXPECT_EQ(d.k_splits, 0);
     EXPECT_EQ(d.sm90, -1);
-    if (!c.k_splits) {
-      EXPECT_EQ(r.sm90, -1);
-      continue;
-    }
-    EXPECT_EQ(r.sm90, 0);
-    EXPECT_EQ(r.block_n, 64);
+    if (c.sm90 < 0) continue;
+    EXPECT_EQ(r.block_n, c.sm90 == 2 ? 128 : 64);
     // The router GEMM as the layer builds it: one stacked [1, E, H] group, fp32 logits.
     ops::MoeGroupedGemmArgs g;
     g.a = a.x;
     g.w.stacked = TensorView(fake, DType::kBF16, Shape{1, c.E, c.H}, dev);
     g.out = view(DType::kF32, {c.T, c.E});
-    const ops::MoeGroupedGemmConfig cfg = ops::moe_grouped_gemm_config(g, r, 9, 132);
-    EXPECT_EQ(cfg.sm90, 0);
-    EXPECT_EQ(cfg.k_splits, c.k_splits);
-    EXPECT_EQ(jit::compile(ops::moe_grouped_gemm_kernel_spec(g, cfg), {}, "sm_90a")->resources.spill_store_bytes, 0);
+    const ops::MoeGroupedGemmConfig cfg = ops::moe_grouped_gemm_config(g, r, c.cc, 132);
+    EXPECT_EQ(cfg.sm90, c.sm90);
+    EXPECT_EQ(cfg.block_m, c.block_m);
+    EXPECT_EQ(cfg.k_splits, std::max(c.k_splits, 1));
+    const char* arch = c.cc == 9 ? "sm_90a" : "sm_80";
+    EXPECT_EQ(jit::compile(ops::moe_grouped_gemm_kernel_spec(g, cfg), {}, arch)->resources.spill_store_bytes, 0);
     // The caller's own router config (router_KEY) is taken as it is, and
     // its argument errors name the router GEMM.
     ops::FusedMoeOptions own;
     own.router.emplace();
     own.router->block_n = 128;
-    EXPECT_EQ(ops::fused_moe_router_config(a, p, own, 132).block_n, 128);
-    EXPECT_EQ(ops::fused_moe_router_config(a, p, own, 132).k_splits, 0);
+    EXPECT_EQ(ops::fused_moe_router_config(a, p, own, 132, c.cc).block_n, 128);
+    EXPECT_EQ(ops::fused_moe_router_config(a, p, own, 132, c.cc).k_splits, 0);
     own.router->k_splits = 65;
     TC_EXPECT_ERROR(ops::fused_moe_kernel_specs(a, p, own), ErrorKind::kInvalidArgument, "fused_moe",
                     "the router GEMM (config keys router_KEY)", "k_splits", "65");

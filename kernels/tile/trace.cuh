@@ -1,18 +1,21 @@
 #pragma once
 // Per-CTA phase stamps for diagnosis, compiled in only under the compile
 // option `trace` (-DTC_TRACE); otherwise every call is empty and the kernel
-// is unchanged. A stamp is %globaltimer (ns, one clock for all SMs) stored
-// to tc_trace_stamps[cta][slot], plain stores, no printf: the host reads the
-// buffer after the launch (jit::take_traces) and `tilecraft bench` prints
-// each slot's spread over the CTAs. Each launch overwrites its CTAs' slots,
-// so what is read is the last launch of each CTA index; CTAs past
+// is unchanged. A stamp is %globaltimer (ns, one clock for all SMs) and
+// %gridid (the launch) stored to tc_trace_stamps[cta][slot], plain stores,
+// no printf: the host reads the buffer after the launches (jit::take_traces)
+// and `tilecraft bench` prints each slot's spread over the CTAs. Each launch
+// overwrites only the slots its CTAs stamp, so a slot one CTA stamps in one
+// launch (the last block's) and another CTA in the next leaves both: the
+// launch id lets the host keep the last launch's stamps alone. CTAs past
 // kTraceCtas are not recorded.
 #include "tile/trace_params.cuh"
 
 #ifdef TC_TRACE
 // C linkage: the host finds it by this name (cuModuleGetGlobal).
 extern "C" {
-__device__ unsigned long long tc_trace_stamps[tc::kTraceCtas * tc::kTraceSlots];
+// [cta][slot][2]: the time, then the launch.
+__device__ unsigned long long tc_trace_stamps[tc::kTraceCtas * tc::kTraceSlots * 2];
 }
 #endif
 
@@ -23,9 +26,11 @@ __device__ __forceinline__ void trace_stamp_here(int slot) {
 #ifdef TC_TRACE
   const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
   if (cta < unsigned(kTraceCtas) && slot >= 0 && slot < kTraceSlots) {
-    unsigned long long t;
+    unsigned long long t, grid;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
-    tc_trace_stamps[cta * kTraceSlots + slot] = t;
+    asm("mov.u64 %0, %%gridid;" : "=l"(grid));
+    tc_trace_stamps[2 * (cta * kTraceSlots + slot)] = t;
+    tc_trace_stamps[2 * (cta * kTraceSlots + slot) + 1] = grid;
   }
 #else
   (void)slot;

@@ -9,8 +9,17 @@ namespace tilecraft::harness {
 
 std::vector<TraceSlotStats> summarize_trace(const jit::KernelTrace& t, int origin) {
   std::vector<TraceSlotStats> out;
-  const auto at = [&](int cta, int slot) { return t.stamps[size_t(cta) * size_t(t.slots) + size_t(slot)]; };
-  if (t.slots <= 0 || t.ctas <= 0 || t.stamps.size() < size_t(t.ctas) * size_t(t.slots)) return out;
+  const size_t n = size_t(t.ctas) * size_t(t.slots);
+  if (t.slots <= 0 || t.ctas <= 0 || t.stamps.size() < n) return out;
+  const bool launches = t.grids.size() >= n;
+  // The last launch: the one that made the latest stamp.
+  size_t latest = 0;
+  for (size_t i = 1; i < n; ++i)
+    if (t.stamps[i] > t.stamps[latest]) latest = i;
+  const auto at = [&](int cta, int slot) -> unsigned long long {
+    const size_t i = size_t(cta) * size_t(t.slots) + size_t(slot);
+    return !launches || t.grids[i] == t.grids[latest] ? t.stamps[i] : 0;
+  };
   unsigned long long base = std::numeric_limits<unsigned long long>::max(), any = base;
   for (int c = 0; c < t.ctas; ++c)
     for (int s = 0; s < t.slots; ++s)
@@ -50,7 +59,8 @@ nlohmann::json trace_json(const jit::KernelTrace& t) {
 }
 
 std::string format_trace(const jit::KernelTrace& t) {
-  std::string s = fmt::format("    trace {} [{}] (us after slot 0's first stamp)\n", t.function, t.config);
+  std::string s =
+      fmt::format("    trace {} [{}] (its last launch, us after slot 0's first stamp)\n", t.function, t.config);
   for (const TraceSlotStats& st : summarize_trace(t))
     s += fmt::format("      slot {:2d}: {:4d} CTAs  min {:8.2f}  mean {:8.2f}  max {:8.2f}\n", st.slot, st.ctas,
                      st.min_us, st.mean_us, st.max_us);

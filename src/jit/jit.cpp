@@ -35,7 +35,7 @@ struct State {
   std::vector<std::pair<int, const Launchable*>> traced;                           // (device, kernel), load order
 };
 
-constexpr size_t kTraceBytes = size_t(tc::kTraceCtas) * tc::kTraceSlots * sizeof(unsigned long long);
+constexpr size_t kTraceBytes = size_t(tc::kTraceCtas) * tc::kTraceSlots * 2 * sizeof(unsigned long long);
 
 State& state() {
   static State s;
@@ -285,8 +285,10 @@ std::vector<KernelTrace> take_traces(int device) {
     t.function = k->compiled->spec.name_expression();
     t.config = k->compiled->spec.config;
     t.ctas = tc::kTraceCtas, t.slots = tc::kTraceSlots;
-    t.stamps.resize(kTraceBytes / sizeof(unsigned long long));
-    TC_DRV(cuMemcpyDtoH, t.stamps.data(), k->trace_stamps, kTraceBytes);
+    std::vector<unsigned long long> raw(kTraceBytes / sizeof(unsigned long long));  // (time, launch) pairs
+    TC_DRV(cuMemcpyDtoH, raw.data(), k->trace_stamps, kTraceBytes);
+    t.stamps.resize(raw.size() / 2), t.grids.resize(raw.size() / 2);
+    for (size_t i = 0; i < t.stamps.size(); ++i) t.stamps[i] = raw[2 * i], t.grids[i] = raw[2 * i + 1];
     if (std::any_of(t.stamps.begin(), t.stamps.end(), [](unsigned long long v) { return v != 0; })) {
       TC_DRV(cuMemsetD8, k->trace_stamps, 0, kTraceBytes);
       out.push_back(std::move(t));

@@ -17,8 +17,11 @@ struct TraceSlotStats {
   double min_us = 0, mean_us = 0, max_us = 0;
 };
 
-// Slots with at least one stamp, in slot order. The origin is slot `origin`'s
-// earliest stamp, or the earliest stamp of all where that slot has none.
+// Slots with at least one stamp, in slot order, of the last launch only (the
+// launch of the latest stamp, where t.grids names launches: a slot stamped
+// by one CTA per launch would otherwise mix launches). The origin is slot
+// `origin`'s earliest stamp, or the earliest stamp of all where that slot
+// has none.
 std::vector<TraceSlotStats> summarize_trace(const jit::KernelTrace& t, int origin = 0);
 // A few lines: the kernel, then one line per stamped slot.
 std::string format_trace(const jit::KernelTrace& t);

@@ -51,7 +51,8 @@ struct KernelTrace {
   std::string function;  // the spec's name expression
   std::string config;    // the spec's config label
   int ctas = 0, slots = 0;
-  std::vector<unsigned long long> stamps;
+  std::vector<unsigned long long> stamps;  // [cta][slot]: %globaltimer in ns, 0 = not stamped
+  std::vector<unsigned long long> grids;   // [cta][slot]: the launch (%gridid) that stamped it; empty = one launch
 };
 
 std::string cache_dir();

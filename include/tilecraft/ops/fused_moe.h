@@ -108,11 +108,13 @@ struct FusedMoeOptions {
   // DeepSeek-V3's 64 boxes and loses at 16), 0 = none.
   int decode_split_pool = -1;
   // The router GEMM ([T, H] x [E, H]^T, fp32 logits: a few tiles with a long
-  // K below a few thousand tokens): -1 = choose (where its 64 x 64 tiles
-  // would fill at most half the SMs, the mma.sync kernel with K split until
-  // tiles x slices fill them, slices of at least two 64-wide k-steps, summed
-  // in order: deterministic), 0 = moe_grouped_gemm's own choice (which ran
-  // it on 2-8 CTAs: DeepSeek-V3 T=256 ~62 us).
+  // K below a few thousand tokens): -1 = choose where moe_grouped_gemm's own
+  // 128-row tiles fill less than half the SMs (it ran DeepSeek-V3 T=256 on 2
+  // CTAs, ~62 us; T=4096 on 32): on sm_90, warp-specialised 64 x 128 tiles
+  // where they number at least a fifth of the SMs; else, where 64 x 64
+  // tiles fill at most half the SMs, the mma.sync kernel with K split until
+  // tiles x slices fill them (slices of at least two 64-wide k-steps, summed
+  // in order: deterministic). 0 = moe_grouped_gemm's own choice.
   int router_split = -1;
   // The router GEMM's own grouped GEMM overrides (config keys router_KEY):
   // given, they are its config as they are (router_split's choice is not
@@ -139,9 +141,10 @@ bool fused_moe_uses_decode_split(const FusedMoeArgs& a, const FusedMoeParams& p,
                                  int cc_major = 0, int sm_count = 0);
 // The router GEMM's grouped GEMM config overrides (FusedMoeOptions::router
 // where given, else router_split's choice) on a GPU with sm_count SMs (0:
-// this GPU's; without one, the grouped GEMM's own choice).
+// this GPU's; without one, the grouped GEMM's own choice) of compute
+// capability cc_major (0: this GPU's, else 9 as kernel listings assume).
 MoeGroupedGemmConfig fused_moe_router_config(const FusedMoeArgs& a, const FusedMoeParams& p,
-                                             const FusedMoeOptions& o = {}, int sm_count = 0);
+                                             const FusedMoeOptions& o = {}, int sm_count = 0, int cc_major = 0);
 // Bytes of workspace a call with these shapes needs.
 size_t fused_moe_workspace_bytes(const FusedMoeArgs& a, const FusedMoeParams& p, const FusedMoeOptions& o = {});
 // The tile height the mapping pads to and both grouped GEMMs use.

@@ -201,6 +201,10 @@ int moe_grouped_gemm_block_m(double rows_per_expert, bool wgmma = false);
 // validated; sm_count 0 = unknown: no split K unless asked for).
 MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over,
                                              int cc_major = 9, int sm_count = 0);
+// Whether the Hopper wgmma kernels can run these arguments on a GPU of
+// compute capability `cc_major` (9, with 16-byte aligned rows and bases), so
+// that a caller may ask for them (sm90 = 1 or 2) without an argument error.
+bool moe_grouped_gemm_wgmma_ok(const MoeGroupedGemmArgs& a, int cc_major);
 // SMs of `device` when a GPU is there, else 0 (kernel listings on any host).
 int sm_count_if_gpu(int device);
 // The device's compute capability (major), or 0 without a GPU.

@@ -94,23 +94,36 @@ Buffers carve(const FusedMoeArgs& a, const Dims& d, int64_t bm, CUdeviceptr base
 
 // The router GEMM's config (FusedMoeOptions::router_split). Its N is the
 // expert count (<= 384) and its K the hidden size (thousands), so below a
-// few thousand tokens it is a handful of tiles with long K loops:
-// moe_grouped_gemm's own choice ran DeepSeek-V3 T=256 on two 128 x 256
+// few thousand tokens moe_grouped_gemm's own 128-row tiles are a handful of
+// CTAs with long K loops: DeepSeek-V3 T=256 ran on two 128 x 256
 // warp-specialised tiles over 112 k-steps (~62 of the routing scope's 77 us,
-// H200 session 25) and T=1 on 8 CTAs (~21 us). Here, where 64 x 64 tiles
-// (16 or 32 rows for T <= 32) fill at most half the SMs: mma.sync with K
-// split until tiles x slices fill them, slices of at least two k-steps.
+// H200 session 25), T=4096 on 32 (router + gate 93-95 us, session 26), T=1
+// on 8 CTAs (~21 us). Where those tiles fill less than half the SMs:
+//  - on sm_90 (the wgmma kernel applies), warp-specialised 64 x 128 tiles
+//    where they number at least a fifth of the SMs: DeepSeek-V3 T=1024 /
+//    2048 / 4096 router + gate 48.5 / 55.9 / 62-65 us against 53 (mma.sync
+//    with split K) / 84 / 93-95 (session 26); Qwen3-30B T=4096 a tie;
+//  - else, where 64 x 64 mma.sync tiles (16 or 32 rows for T <= 32) fill at
+//    most half the SMs: those, with K split until tiles x slices fill them
+//    (slices of at least two k-steps; the split reduce sums them in order).
 // Without a GPU (sm_count 0) the grouped GEMM's own choice, as its split
 // choice does.
-MoeGroupedGemmConfig router_config(const Dims& d, const FusedMoeOptions& o, int sm_count) {
+MoeGroupedGemmConfig router_config(const MoeGroupedGemmArgs& ra, const Dims& d, const FusedMoeOptions& o, int cc_major,
+                                   int sm_count) {
   if (o.router) return *o.router;  // the caller's own config (router_KEY)
   MoeGroupedGemmConfig c;
   if (o.router_split == 0 || sm_count <= 0) return c;
-  const int64_t bm = d.T <= 16 ? 16 : d.T <= 32 ? 32 : 64, bn = 64;
-  const int64_t tiles = (d.T + bm - 1) / bm * ((d.E + bn - 1) / bn), steps = (d.H + 63) / 64;
-  if (2 * tiles > sm_count || steps < 4) return c;
+  const auto tiles = [&](int64_t bm, int64_t bn) { return (d.T + bm - 1) / bm * ((d.E + bn - 1) / bn); };
+  const int64_t own_bn = d.E <= 64 ? 64 : d.E <= 128 ? 128 : 256;
+  if (2 * tiles(128, own_bn) >= sm_count) return c;
+  if (5 * tiles(64, 128) >= sm_count && moe_grouped_gemm_wgmma_ok(ra, cc_major)) {
+    c.sm90 = 2, c.block_m = 64, c.block_n = 128;
+    return c;
+  }
+  const int64_t bm = d.T <= 16 ? 16 : d.T <= 32 ? 32 : 64, bn = 64, steps = (d.H + 63) / 64;
+  if (2 * tiles(bm, bn) > sm_count || steps < 4) return c;
   c.sm90 = 0, c.block_m = int(bm), c.block_n = int(bn);
-  c.k_splits = int(std::clamp<int64_t>(sm_count / tiles, 1, std::min<int64_t>(64, steps / 2)));
+  c.k_splits = int(std::clamp<int64_t>(sm_count / tiles(bm, bn), 1, std::min<int64_t>(64, steps / 2)));
   return c;
 }
 
@@ -451,8 +464,12 @@ int fused_moe_block_m(const FusedMoeArgs& a, const FusedMoeParams& p, const Fuse
 }
 
 MoeGroupedGemmConfig fused_moe_router_config(const FusedMoeArgs& a, const FusedMoeParams& p,
-                                             const FusedMoeOptions& o, int sm_count) {
-  return router_config(dims_of(a, p), o, sm_count > 0 ? sm_count : sm_count_if_gpu(a.x.device.index));
+                                             const FusedMoeOptions& o, int sm_count, int cc_major) {
+  const Dims d = dims_of(a, p);
+  const int dev = a.x.device.index, cc = listing_cc_major(cc_major, dev);
+  size_t bytes = 0;  // stand-in buffers, 256-byte aligned like the workspace's
+  const Buffers b = carve(a, d, layer_block_m(a, p, o, cc), CUdeviceptr(1) << 20, &bytes);
+  return router_config(router_args(a, b), d, o, cc, sm_count > 0 ? sm_count : sm_count_if_gpu(dev));
 }
 
 size_t fused_moe_workspace_bytes(const FusedMoeArgs& a, const FusedMoeParams& p, const FusedMoeOptions& o) {
@@ -484,7 +501,7 @@ std::vector<jit::KernelSpec> fused_moe_kernel_specs(const FusedMoeArgs& a, const
   auto add_projection = [&](bool gate_up, const MoeGroupedGemmArgs& args, const MoeGroupedGemmConfig& over) {
     in_projection(gate_up, [&] { add_gemm(args, over); });
   };
-  in_gemm(LayerGemm::kRouter, [&] { add_gemm(router_args(a, b), router_config(d, o, sms)); });
+  in_gemm(LayerGemm::kRouter, [&] { add_gemm(router_args(a, b), router_config(router_args(a, b), d, o, cc, sms)); });
   MoeTopkGateArgs g{b.logits, a.bias, b.ids, b.weights};
   const auto split = split_path(a, d, o, cc, sms);  // before the branch: decode_split=1 off the decode path is an error
   if (decode_path(a, d, o)) {
@@ -549,7 +566,8 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
   const bool route = !p.given_routing;
   if (route && runs(o, FusedMoeStage::kRouter))
     in_gemm(LayerGemm::kRouter, [&] {
-      moe_grouped_gemm(router_args(a, b), stream, options(router_config(d, o, info.sm_count)));
+      const MoeGroupedGemmArgs ra = router_args(a, b);
+      moe_grouped_gemm(ra, stream, options(router_config(ra, d, o, info.cc_major, info.sm_count)));
     });
   const MoeTopkGateArgs gate_args{b.logits, a.bias, b.ids, b.weights};
   if (decode_path(a, d, o)) {  // gate, gate/up, down + combine

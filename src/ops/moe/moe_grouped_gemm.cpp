@@ -511,6 +511,8 @@ int listing_cc_major(int asked, int device) {
   return gpu > 0 ? gpu : 9;
 }
 
+bool moe_grouped_gemm_wgmma_ok(const MoeGroupedGemmArgs& a, int cc_major) { return cc_major == 9 && vector_ok(a); }
+
 MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over,
                                              int cc_major, int sm_count) {
   const bool dual = a.w_up.has_value();
@@ -578,7 +580,7 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
     c.bulk = over.bulk >= 0 ? over.bulk : why.empty() && bulk_by_default(a, sm_count) ? 1 : 0;
     return c;
   }
-  const bool sm90_ok = cc_major == 9 && (c.block_m == 128 || c.block_m == 64) && vector_ok(a);
+  const bool sm90_ok = (c.block_m == 128 || c.block_m == 64) && moe_grouped_gemm_wgmma_ok(a, cc_major);
   TC_CHECK_ARG(over.sm90 >= -1 && over.sm90 <= 2, kOp, "sm90",
                "0 (mma.sync), 1 (wgmma) or 2 (warp-specialised wgmma)", std::to_string(over.sm90));
   TC_CHECK_ARG(over.sm90 < 1 || sm90_ok, kOp, "sm90",
