@@ -84,6 +84,20 @@ TEST(Trace, SlotsSummarisedOverCtas) {
   EXPECT_EQ(last[1].slot, 2);
   EXPECT_EQ(last[1].ctas, 1);
   EXPECT_DOUBLE_EQ(last[1].min_us, 9.0);
+  // Per CTA (with the SMs): CTA 0 slot 0, CTA 1 slots 0 and 2, CTA 2 slot 0.
+  t.sms.assign(12, 0);
+  t.sms[3] = t.sms[5] = 77;
+  const auto rows = harness::trace_ctas(t);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[1].cta, 1);
+  EXPECT_EQ(rows[1].sm, 77);
+  EXPECT_EQ(rows[1].slots, (std::vector<int>{0, 2}));
+  EXPECT_DOUBLE_EQ(rows[1].us[1], 9.0);
+  const std::string lines = harness::format_trace(t, true);
+  EXPECT_NE(lines.find("cta    1 sm  77: 0=1.00 2=9.00"), std::string::npos) << lines;
+  EXPECT_EQ(lines.find("cta    3"), std::string::npos) << lines;
+  EXPECT_EQ(harness::trace_json(t)["ctas"][1]["us"]["2"], 9.0);
+  t.sms.clear();
   // Without launch ids every stamp counts (origin CTA 3's 500 ns).
   t.grids.clear();
   const auto all = harness::summarize_trace(t);

@@ -1,8 +1,9 @@
 #pragma once
 // Per-CTA phase stamps for diagnosis, compiled in only under the compile
 // option `trace` (-DTC_TRACE); otherwise every call is empty and the kernel
-// is unchanged. A stamp is %globaltimer (ns, one clock for all SMs) and
-// %gridid (the launch) stored to tc_trace_stamps[cta][slot], plain stores,
+// is unchanged. A stamp is %globaltimer (ns, one clock for all SMs), and
+// %gridid (the launch) with %smid (where the CTA ran, in the low 10 bits)
+// stored to tc_trace_stamps[cta][slot], plain stores,
 // no printf: the host reads the buffer after the launches (jit::take_traces)
 // and `tilecraft bench` prints each slot's spread over the CTAs. Each launch
 // overwrites only the slots its CTAs stamp, so a slot one CTA stamps in one
@@ -14,7 +15,7 @@
 #ifdef TC_TRACE
 // C linkage: the host finds it by this name (cuModuleGetGlobal).
 extern "C" {
-// [cta][slot][2]: the time, then the launch.
+// [cta][slot][2]: the time, then the launch << 10 | the SM.
 __device__ unsigned long long tc_trace_stamps[tc::kTraceCtas * tc::kTraceSlots * 2];
 }
 #endif
@@ -27,10 +28,12 @@ __device__ __forceinline__ void trace_stamp_here(int slot) {
   const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
   if (cta < unsigned(kTraceCtas) && slot >= 0 && slot < kTraceSlots) {
     unsigned long long t, grid;
+    unsigned sm;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
     asm("mov.u64 %0, %%gridid;" : "=l"(grid));
+    asm("mov.u32 %0, %%smid;" : "=r"(sm));
     tc_trace_stamps[2 * (cta * kTraceSlots + slot)] = t;
-    tc_trace_stamps[2 * (cta * kTraceSlots + slot) + 1] = grid;
+    tc_trace_stamps[2 * (cta * kTraceSlots + slot) + 1] = grid << 10 | (sm & 1023u);
   }
 #else
   (void)slot;

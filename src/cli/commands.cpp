@@ -239,7 +239,7 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
     // in the record.
     if (backend == DeviceType::kCUDA && ro.compile.trace)
       for (const jit::KernelTrace& t : jit::take_traces(0)) {
-        con.line(harness::format_trace(t));
+        con.line(harness::format_trace(t, true));
         r["traces"].push_back(harness::trace_json(t));
       }
     recs.push_back(std::move(r));

@@ -74,7 +74,8 @@ void add_filter_flags(CLI::App* app, Options& o) {
 void add_compile_flags(CLI::App* app, Options& o) {
   app->add_option("--options", o.compile_options,
                   "Compile option set: release|profile|debug[,maxrregcount=N,fast-math,ftz=0|1,prec-div=0|1,"
-                  "prec-sqrt=0|1,fmad=0|1]");
+                  "prec-sqrt=0|1,fmad=0|1,trace] (trace: per-CTA phase stamps of the kernels that have them, "
+                  "printed by bench after each case)");
   app->add_option("--config", o.config, "Kernel config override KEY=N (moe_reduce_fused: vec, items, block)");
 }
 

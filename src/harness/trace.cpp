@@ -7,37 +7,56 @@
 
 namespace tilecraft::harness {
 
+namespace {
+// The stamps of the last launch (the launch of the latest stamp, where
+// t.grids names launches), in us after the origin slot's earliest stamp.
+struct LastLaunch {
+  const jit::KernelTrace& t;
+  bool ok = false;
+  size_t latest = 0;
+  unsigned long long base = 0;
+
+  LastLaunch(const jit::KernelTrace& tr, int origin) : t(tr) {
+    const size_t n = size_t(t.ctas) * size_t(t.slots);
+    if (t.slots <= 0 || t.ctas <= 0 || t.stamps.size() < n) return;
+    for (size_t i = 1; i < n; ++i)
+      if (t.stamps[i] > t.stamps[latest]) latest = i;
+    unsigned long long first = std::numeric_limits<unsigned long long>::max(), any = first;
+    for (int c = 0; c < t.ctas; ++c)
+      for (int s = 0; s < t.slots; ++s)
+        if (const unsigned long long v = raw(c, s)) {
+          any = std::min(any, v);
+          if (s == origin) first = std::min(first, v);
+        }
+    if (any == std::numeric_limits<unsigned long long>::max()) return;
+    ok = true;
+    base = first == std::numeric_limits<unsigned long long>::max() ? any : first;
+  }
+  size_t index(int cta, int slot) const { return size_t(cta) * size_t(t.slots) + size_t(slot); }
+  // The stamp in ns, 0 where none or another launch's.
+  unsigned long long raw(int cta, int slot) const {
+    const size_t i = index(cta, slot);
+    const bool launches = t.grids.size() == t.stamps.size();
+    return !launches || t.grids[i] == t.grids[latest] ? t.stamps[i] : 0;
+  }
+  // Signed: a slot may be stamped before the origin's earliest stamp.
+  double us(unsigned long long v) const { return (double(v) - double(base)) / 1000.0; }
+  int sm(int cta, int slot) const { return t.sms.size() == t.stamps.size() ? t.sms[index(cta, slot)] : -1; }
+};
+}  // namespace
+
 std::vector<TraceSlotStats> summarize_trace(const jit::KernelTrace& t, int origin) {
   std::vector<TraceSlotStats> out;
-  const size_t n = size_t(t.ctas) * size_t(t.slots);
-  if (t.slots <= 0 || t.ctas <= 0 || t.stamps.size() < n) return out;
-  const bool launches = t.grids.size() >= n;
-  // The last launch: the one that made the latest stamp.
-  size_t latest = 0;
-  for (size_t i = 1; i < n; ++i)
-    if (t.stamps[i] > t.stamps[latest]) latest = i;
-  const auto at = [&](int cta, int slot) -> unsigned long long {
-    const size_t i = size_t(cta) * size_t(t.slots) + size_t(slot);
-    return !launches || t.grids[i] == t.grids[latest] ? t.stamps[i] : 0;
-  };
-  unsigned long long base = std::numeric_limits<unsigned long long>::max(), any = base;
-  for (int c = 0; c < t.ctas; ++c)
-    for (int s = 0; s < t.slots; ++s)
-      if (const unsigned long long v = at(c, s)) {
-        any = std::min(any, v);
-        if (s == origin) base = std::min(base, v);
-      }
-  if (any == std::numeric_limits<unsigned long long>::max()) return out;
-  if (base == std::numeric_limits<unsigned long long>::max()) base = any;
+  const LastLaunch l(t, origin);
+  if (!l.ok) return out;
   for (int s = 0; s < t.slots; ++s) {
     TraceSlotStats st;
     st.slot = s;
     double sum = 0;
     for (int c = 0; c < t.ctas; ++c) {
-      const unsigned long long v = at(c, s);
+      const unsigned long long v = l.raw(c, s);
       if (!v) continue;
-      // Signed: a slot may be stamped before the origin's earliest stamp.
-      const double us = (double(v) - double(base)) / 1000.0;
+      const double us = l.us(v);
       st.min_us = st.ctas ? std::min(st.min_us, us) : us;
       st.max_us = st.ctas ? std::max(st.max_us, us) : us;
       sum += us;
@@ -50,20 +69,49 @@ std::vector<TraceSlotStats> summarize_trace(const jit::KernelTrace& t, int origi
   return out;
 }
 
+std::vector<TraceCta> trace_ctas(const jit::KernelTrace& t, int origin) {
+  std::vector<TraceCta> out;
+  const LastLaunch l(t, origin);
+  if (!l.ok) return out;
+  for (int c = 0; c < t.ctas; ++c) {
+    TraceCta row;
+    row.cta = c;
+    for (int s = 0; s < t.slots; ++s)
+      if (const unsigned long long v = l.raw(c, s)) {
+        row.slots.push_back(s), row.us.push_back(l.us(v));
+        if (row.sm < 0) row.sm = l.sm(c, s);
+      }
+    if (!row.slots.empty()) out.push_back(std::move(row));
+  }
+  return out;
+}
+
 nlohmann::json trace_json(const jit::KernelTrace& t) {
   nlohmann::json slots = nlohmann::json::array();
   for (const TraceSlotStats& st : summarize_trace(t))
     slots.push_back({{"slot", st.slot}, {"ctas", st.ctas}, {"min_us", st.min_us}, {"mean_us", st.mean_us},
                      {"max_us", st.max_us}});
-  return {{"function", t.function}, {"config", t.config}, {"slots", slots}};
+  nlohmann::json ctas = nlohmann::json::array();
+  for (const TraceCta& c : trace_ctas(t)) {
+    nlohmann::json at = nlohmann::json::object();
+    for (size_t i = 0; i < c.slots.size(); ++i) at[std::to_string(c.slots[i])] = c.us[i];
+    ctas.push_back({{"cta", c.cta}, {"sm", c.sm}, {"us", at}});
+  }
+  return {{"function", t.function}, {"config", t.config}, {"slots", slots}, {"ctas", ctas}};
 }
 
-std::string format_trace(const jit::KernelTrace& t) {
+std::string format_trace(const jit::KernelTrace& t, bool per_cta) {
   std::string s =
       fmt::format("    trace {} [{}] (its last launch, us after slot 0's first stamp)\n", t.function, t.config);
   for (const TraceSlotStats& st : summarize_trace(t))
     s += fmt::format("      slot {:2d}: {:4d} CTAs  min {:8.2f}  mean {:8.2f}  max {:8.2f}\n", st.slot, st.ctas,
                      st.min_us, st.mean_us, st.max_us);
+  if (per_cta)
+    for (const TraceCta& c : trace_ctas(t)) {
+      s += fmt::format("      cta {:4d} sm {:3d}:", c.cta, c.sm);
+      for (size_t i = 0; i < c.slots.size(); ++i) s += fmt::format(" {}={:.2f}", c.slots[i], c.us[i]);
+      s += "\n";
+    }
   if (!s.empty() && s.back() == '\n') s.pop_back();
   return s;
 }

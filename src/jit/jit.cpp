@@ -285,10 +285,13 @@ std::vector<KernelTrace> take_traces(int device) {
     t.function = k->compiled->spec.name_expression();
     t.config = k->compiled->spec.config;
     t.ctas = tc::kTraceCtas, t.slots = tc::kTraceSlots;
-    std::vector<unsigned long long> raw(kTraceBytes / sizeof(unsigned long long));  // (time, launch) pairs
+    // (time, launch << 10 | SM) pairs: kernels/tile/trace.cuh
+    std::vector<unsigned long long> raw(kTraceBytes / sizeof(unsigned long long));
     TC_DRV(cuMemcpyDtoH, raw.data(), k->trace_stamps, kTraceBytes);
-    t.stamps.resize(raw.size() / 2), t.grids.resize(raw.size() / 2);
-    for (size_t i = 0; i < t.stamps.size(); ++i) t.stamps[i] = raw[2 * i], t.grids[i] = raw[2 * i + 1];
+    const size_t n = raw.size() / 2;
+    t.stamps.resize(n), t.grids.resize(n), t.sms.resize(n);
+    for (size_t i = 0; i < n; ++i)
+      t.stamps[i] = raw[2 * i], t.grids[i] = raw[2 * i + 1] >> 10, t.sms[i] = int(raw[2 * i + 1] & 1023u);
     if (std::any_of(t.stamps.begin(), t.stamps.end(), [](unsigned long long v) { return v != 0; })) {
       TC_DRV(cuMemsetD8, k->trace_stamps, 0, kTraceBytes);
       out.push_back(std::move(t));

@@ -23,10 +23,21 @@ struct TraceSlotStats {
 // `origin`'s earliest stamp, or the earliest stamp of all where that slot
 // has none.
 std::vector<TraceSlotStats> summarize_trace(const jit::KernelTrace& t, int origin = 0);
-// A few lines: the kernel, then one line per stamped slot.
-std::string format_trace(const jit::KernelTrace& t);
+// One CTA of the last launch: the SM it ran on (-1: unknown) and its stamped
+// slots with their times (us after the origin, as summarize_trace).
+struct TraceCta {
+  int cta = 0, sm = -1;
+  std::vector<int> slots;
+  std::vector<double> us;
+};
+// The CTAs of the last launch that stamped anything, in CTA order.
+std::vector<TraceCta> trace_ctas(const jit::KernelTrace& t, int origin = 0);
+// A few lines: the kernel, then one line per stamped slot; with per_cta,
+// then one line per CTA (its SM and stamps: which SMs run late).
+std::string format_trace(const jit::KernelTrace& t, bool per_cta = false);
 // For the records: {"function", "config", "slots": [{"slot", "ctas",
-// "min_us", "mean_us", "max_us"}, ...]}.
+// "min_us", "mean_us", "max_us"}, ...], "ctas": [{"cta", "sm", "us":
+// {"slot": us, ...}}, ...]}.
 nlohmann::json trace_json(const jit::KernelTrace& t);
 
 }  // namespace tilecraft::harness

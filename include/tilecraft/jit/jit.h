@@ -53,6 +53,7 @@ struct KernelTrace {
   int ctas = 0, slots = 0;
   std::vector<unsigned long long> stamps;  // [cta][slot]: %globaltimer in ns, 0 = not stamped
   std::vector<unsigned long long> grids;   // [cta][slot]: the launch (%gridid) that stamped it; empty = one launch
+  std::vector<int> sms;                     // [cta][slot]: the SM (%smid) it ran on; empty = unknown
 };
 
 std::string cache_dir();
