@@ -97,6 +97,8 @@ TEST(Trace, SlotsSummarisedOverCtas) {
   EXPECT_NE(lines.find("cta    1 sm  77: 0=1.00 2=9.00"), std::string::npos) << lines;
   EXPECT_EQ(lines.find("cta    3"), std::string::npos) << lines;
   EXPECT_EQ(harness::trace_json(t)["ctas"][1]["us"]["2"], 9.0);
+  EXPECT_EQ(harness::trace_origin_ns(t), 10000u);
+  EXPECT_NE(lines.find("first stamp, 10000 ns)"), std::string::npos) << lines;
   t.sms.clear();
   // Without launch ids every stamp counts (origin CTA 3's 500 ns).
   t.grids.clear();

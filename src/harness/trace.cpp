@@ -97,12 +97,18 @@ nlohmann::json trace_json(const jit::KernelTrace& t) {
     for (size_t i = 0; i < c.slots.size(); ++i) at[std::to_string(c.slots[i])] = c.us[i];
     ctas.push_back({{"cta", c.cta}, {"sm", c.sm}, {"us", at}});
   }
-  return {{"function", t.function}, {"config", t.config}, {"slots", slots}, {"ctas", ctas}};
+  return {{"function", t.function}, {"config", t.config}, {"origin_ns", trace_origin_ns(t)}, {"slots", slots},
+          {"ctas", ctas}};
+}
+
+unsigned long long trace_origin_ns(const jit::KernelTrace& t, int origin) {
+  const LastLaunch l(t, origin);
+  return l.ok ? l.base : 0;
 }
 
 std::string format_trace(const jit::KernelTrace& t, bool per_cta) {
-  std::string s =
-      fmt::format("    trace {} [{}] (its last launch, us after slot 0's first stamp)\n", t.function, t.config);
+  std::string s = fmt::format("    trace {} [{}] (its last launch, us after slot 0's first stamp, {} ns)\n", t.function,
+                              t.config, trace_origin_ns(t));
   for (const TraceSlotStats& st : summarize_trace(t))
     s += fmt::format("      slot {:2d}: {:4d} CTAs  min {:8.2f}  mean {:8.2f}  max {:8.2f}\n", st.slot, st.ctas,
                      st.min_us, st.mean_us, st.max_us);

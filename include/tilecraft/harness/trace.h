@@ -30,12 +30,15 @@ struct TraceCta {
   std::vector<int> slots;
   std::vector<double> us;
 };
+// The origin's %globaltimer value in ns (0: no stamps): kernels of one
+// stream share the clock, so origins place their launches on one timeline.
+unsigned long long trace_origin_ns(const jit::KernelTrace& t, int origin = 0);
 // The CTAs of the last launch that stamped anything, in CTA order.
 std::vector<TraceCta> trace_ctas(const jit::KernelTrace& t, int origin = 0);
 // A few lines: the kernel, then one line per stamped slot; with per_cta,
 // then one line per CTA (its SM and stamps: which SMs run late).
 std::string format_trace(const jit::KernelTrace& t, bool per_cta = false);
-// For the records: {"function", "config", "slots": [{"slot", "ctas",
+// For the records: {"function", "config", "origin_ns", "slots": [{"slot", "ctas",
 // "min_us", "mean_us", "max_us"}, ...], "ctas": [{"cta", "sm", "us":
 // {"slot": us, ...}}, ...]}.
 nlohmann::json trace_json(const jit::KernelTrace& t);
