@@ -1082,7 +1082,7 @@ TEST(FusedMoeCpu, DecodeSplitPlan) {
     EXPECT_EQ(p.workspace_bytes, size_t(c.units * (c.H + c.cols) * 4)) << c.model;
     EXPECT_EQ(p.grid, std::min<int64_t>(c.units, 132)) << c.model;
     EXPECT_EQ(p.boxes, (c.H + c.box_rows - 1) / c.box_rows) << c.model;
-    EXPECT_EQ(p.pool_boxes, 0) << c.model;  // none unless asked
+    EXPECT_EQ(p.pool_boxes, p.boxes / 8) << c.model;  // an eighth unless asked (8 of 64 at DeepSeek-V3)
     EXPECT_GE(int64_t(p.box_rows) * p.cols * 2, 4 * c.H) << c.model << ": a stage holds a gate/up column pair";
   }
   EXPECT_EQ(ops::decode_split_plan(8, 7168, 2048, 132, 64, 0).cols, 64);
@@ -1097,7 +1097,8 @@ TEST(FusedMoeCpu, DecodeSplitPlan) {
                   "decode_split_cols", "48");  // under H / 128 = 56: no box holds a column pair
   TC_EXPECT_ERROR(ops::decode_split_plan(8, 7168, 2048, 132, 0, 104), ErrorKind::kInvalidArgument,
                   "decode_split_box_rows", "[112, 256]");
-  EXPECT_EQ(ops::decode_split_plan(8, 7168, 2048, 132, 0, 0, 8).pool_boxes, 8);  // of 64 boxes of 112 rows
+  EXPECT_EQ(ops::decode_split_plan(8, 7168, 2048, 132, 0, 0).pool_boxes, 8);  // of 64 boxes of 112 rows
+  EXPECT_EQ(ops::decode_split_plan(8, 7168, 2048, 132, 0, 0, 0).pool_boxes, 0);  // none when asked
   EXPECT_EQ(ops::decode_split_plan(8, 7168, 2048, 132, 0, 0, 63).pool_boxes, 63);  // all but one
   TC_EXPECT_ERROR(ops::decode_split_plan(8, 7168, 2048, 132, 0, 0, 64), ErrorKind::kInvalidArgument,
                   "decode_split_pool", "64");

@@ -104,8 +104,9 @@ struct FusedMoeOptions {
   int decode_split_box_rows = 0;
   // decode_split's balancing: the last this many down boxes of every unit
   // go to a pool any CTA takes from once every unit's h is published (the
-  // same bits either way). -1 = choose (none: on the H200 it ties at 8 of
-  // DeepSeek-V3's 64 boxes and loses at 16), 0 = none.
+  // same bits either way). -1 = choose (an eighth of the unit's boxes: 8
+  // of DeepSeek-V3's 64, ~1 us faster on the H200; 4, 16 and 32 lose),
+  // 0 = none.
   int decode_split_pool = -1;
   // The router GEMM ([T, H] x [E, H]^T, fp32 logits: a few tiles with a long
   // K below a few thousand tokens): -1 = choose where moe_grouped_gemm's own

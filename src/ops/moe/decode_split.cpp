@@ -117,11 +117,16 @@ DecodeSplitPlan decode_split_plan(int64_t K, int64_t H, int64_t I, int sm_count,
   plan.units = K * plan.slices;
   plan.fill = wave_fill(plan.units, sms);
   plan.boxes = int((H + plan.box_rows - 1) / plan.box_rows);
-  // The pool: equal units still finish apart (ncu, DeepSeek-V3 T = 1: the
-  // slowest SM 6% over the average), so the last boxes of every unit may go
-  // to whichever CTA is free. Measured on the H200 (session 23) it ties at
-  // 8 of 64 boxes and loses 2 us at 16, so by default (pool < 0) there is
-  // none. Claims count in 16 bits. A unit keeps one box at least: its own
+  // The pool: equal units still finish apart, so the last boxes of every
+  // unit may go to whichever CTA is free. Per-CTA traces with SM ids (H200,
+  // session 26) show the spread is where a CTA runs: the same ~40 SMs end
+  // ~165-170 us and ~10 others ~143-150 in every run and model, and a pool
+  // of 8 of 64 boxes ends every CTA within 162.6-166.1 us. By default
+  // (pool < 0) an eighth of the boxes: DeepSeek-V3 and Kimi-K2 experts
+  // 173.6-174.7 us against 174.9-175.6 without (three rounds each; session
+  // 23: 173.8-174.6 against 174.8-175.4); 4 boxes lose 1 us, 16 lose 2, 32
+  // lose 6. Other box counts (H != 7168) are not measured. Claims count in
+  // 16 bits. A unit keeps one box at least: its own
   // boxes order the h buffer's reuse (the pieces of the CTA's unit two
   // further on wait for them), and so the counts that tell a unit's last
   // gate/up piece.
@@ -132,6 +137,8 @@ DecodeSplitPlan decode_split_plan(int64_t K, int64_t H, int64_t I, int sm_count,
                              plan.boxes),
                  std::to_string(pool));
     plan.pool_boxes = pool;
+  } else {
+    plan.pool_boxes = int(std::min<int64_t>(plan.boxes / 8, max_pool));
   }
   plan.workspace_bytes = size_t(plan.units * (H + W)) * sizeof(float);
   plan.grid = std::clamp<int64_t>(plan.units, 1, sms);
