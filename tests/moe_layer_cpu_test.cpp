@@ -996,6 +996,54 @@ TEST(FusedMoeCpu, GateMappingTraceStampsCompileIn) {
   EXPECT_NE(traced->key, plain->key);
 }
 
+// Every kernel of five layer listings (DeepSeek-V3 T = 4096: the
+// warp-specialised GEMMs with and without CTA pairs, the multi-block
+// mapping; T = 256: the gate + mapping kernel and the gate and mapping
+// apart; Qwen3-30B T = 1: the register GEMV and its fused combine;
+// DeepSeek-V3 T = 1: the one-kernel decode path, and with decode_split = 0
+// the bulk-copy GEMV) compiles under the option `trace` for sm_90a without
+// spills, and every kernel with trace slots holds the stamp buffer (so does
+// any other kernel whose header includes tile/trace.cuh: its buffer stays
+// zero and take_traces skips it).
+TEST(FusedMoeCpu, TracedKernelsCompileWithoutSpills) {
+  void* fake = reinterpret_cast<void*>(uintptr_t(1) << 20);  // listings read shapes and alignment only
+  const Device dev{DeviceType::kCUDA, 0};
+  auto view = [&](std::initializer_list<int64_t> shape) { return TensorView(fake, DType::kBF16, Shape(shape), dev); };
+  struct Listing {
+    int64_t T, H, I, E;
+    int decode_split;
+  };
+  const std::set<std::string> stamped = {
+      "tc::moe::grouped_gemm_sm90_ws_kernel", "tc::moe::grouped_gemv_kernel",    "tc::moe::grouped_gemv_combine_kernel",
+      "tc::moe::grouped_gemv_bulk_kernel",    "tc::moe::topk_gate_kernel",       "tc::moe::topk_gate_mapping_kernel",
+      "tc::moe::fused_mapping_kernel",        "tc::moe::decode_split_kernel"};
+  std::set<std::string> seen;
+  const auto traced = jit::CompileOptions::parse("release,trace");
+  for (const Listing& l : {Listing{4096, 7168, 2048, 256, -1}, Listing{256, 7168, 2048, 256, -1},
+                           Listing{1, 2048, 768, 128, -1}, Listing{1, 7168, 2048, 256, -1},
+                           Listing{1, 7168, 2048, 256, 0}}) {
+    ops::FusedMoeArgs a;
+    a.x = view({l.T, l.H}), a.out = view({l.T, l.H}), a.w_router = view({l.E, l.H});
+    a.w_gate.stacked = view({l.E, l.I, l.H}), a.w_up.stacked = view({l.E, l.I, l.H});
+    a.w_down.stacked = view({l.E, l.H, l.I});
+    ops::FusedMoeParams p;
+    p.top_k = 8;
+    ops::FusedMoeOptions o;
+    o.decode_split = l.decode_split;
+    for (const jit::KernelSpec& spec : ops::fused_moe_kernel_specs(a, p, o, 9)) {
+      SCOPED_TRACE(::testing::Message() << "T=" << l.T << " H=" << l.H << " " << spec.function << " [" << spec.config
+                                        << "]");
+      const auto k = jit::compile(spec, traced, "sm_90a");
+      EXPECT_EQ(k->resources.spill_store_bytes, 0);
+      if (stamped.count(spec.function)) {
+        EXPECT_NE(k->cubin.find("tc_trace_stamps"), std::string::npos);
+      }
+      seen.insert(spec.function);
+    }
+  }
+  for (const std::string& f : stamped) EXPECT_TRUE(seen.count(f)) << f << " not in the listings";
+}
+
 // decode_split=1 (the one-kernel decode path, sm_90): its two kernels
 // compile without spills; asked for where it cannot
 // run (sm_80, T = 2, I not a multiple of 128, per-expert weights), an

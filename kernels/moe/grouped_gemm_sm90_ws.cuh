@@ -50,6 +50,7 @@
 #include "moe/grouped_gemm_sm90.cuh"
 #include "tile/cluster.cuh"
 #include "tile/mbarrier.cuh"
+#include "tile/trace.cuh"
 
 namespace tc::moe {
 
@@ -359,6 +360,7 @@ struct GroupedGemmSm90Ws {
     const Sched q{reinterpret_cast<long long*>(empty + STAGES + 2 * kTileRing), empty + STAGES,
                   empty + STAGES + kTileRing};
     const unsigned rank = kPair ? cluster_rank() : 0u;
+    trace_stamp(0);
     if (threadIdx.x == 0) {
       // With pairs each slot is released by both CTAs' consumer warps, and
       // rank 0's tile ring is read by both CTAs (and rank 1's producer).
@@ -368,6 +370,7 @@ struct GroupedGemmSm90Ws {
       mbar_init_fence();
     }
     grid_dependency_begin();  // after the shared-memory setup, before any global access
+    trace_stamp(1);
     if constexpr (kPair) cluster_sync();  // both CTAs' barriers initialised before any remote arrival
     else __syncthreads();
 
@@ -397,6 +400,7 @@ struct GroupedGemmSm90Ws {
           }
           if (u >= units) break;
           if (!work_at(p, u, tiles, rank, w)) continue;
+          if (g == 0) trace_stamp_here(2);
           const bool mine = !kPair || w.mine;  // else a k-step walk without loads (the peer's tile is real)
           for (int t = 0; t < kt; ++t, ++g) {
             const unsigned s = g % STAGES;
@@ -408,6 +412,7 @@ struct GroupedGemmSm90Ws {
               mbar_arrive(full + s);
           }
         }
+        trace_stamp_here(3);
         if constexpr (kPair) cluster_sync();
         return;
       }
@@ -425,6 +430,7 @@ struct GroupedGemmSm90Ws {
         const long long u = dynamic ? q.ring[j % kTileRing] : first + j * stride;
         if (u >= units) break;
         if (!work_at(p, u, tiles, rank, w)) continue;
+        if (g == 0) trace_stamp(2);
         const bool mine = !kPair || w.mine;
         if (mine) gemm_tile_sources(p, w.tile.row0, BM, src);
         asm volatile("bar.sync 1, 128;\n" ::: "memory");
@@ -451,6 +457,7 @@ struct GroupedGemmSm90Ws {
         }
       }
       cp_async_wait_all();  // no thread leaves with copies in flight
+      trace_stamp(3);
       if constexpr (kPair) cluster_sync();
       return;
     }
@@ -469,10 +476,15 @@ struct GroupedGemmSm90Ws {
       if (releaser) release_slot(empty + held, rank);
       held = -1;
     };
+    const bool tracer = kTraceOn && threadIdx.x % 128 == 0;  // thread 0 of each consumer warpgroup
     for (int j = 0;; ++j) {
       const long long u = dynamic ? read_tile(q, j, rank) : first + j * stride;
       if (u >= units) break;
       if (!work_at(p, u, tiles, rank, w)) continue;
+      if (tracer) {  // (no accumulators live here: stamps there cost the consumers spills)
+        if (g == 0) trace_stamp_here(cw ? 7 : 4);
+        trace_stamp_here(cw ? 8 : 5);  // every tile's start: the last one's stays
+      }
       const bool mine = !kPair || w.mine;
       float acc[kB][kAcc];
 #pragma unroll
@@ -510,10 +522,17 @@ struct GroupedGemmSm90Ws {
     if constexpr (TMA_C) {
       if (threadIdx.x % 128 == 0) bulk_wait();  // the staging stays until the last stores are done
     }
+    if (tracer) trace_stamp_here(cw ? 9 : 6);
     if constexpr (kPair) cluster_sync();  // no CTA leaves while its peer may still arrive on its barriers
   }
 };
 
+// Trace slots (compile option `trace`): thread 0 at entry (0) and past the
+// dependency wait (1); the producer at its first tile (2) and done (3);
+// consumer warpgroup 0 (1) at its first tile's start 4 (7), its last tile's
+// start 5 (8), and done with every store 6 (9). A CTA's tiles run from 4 to
+// 6; 6 - 5 is its last tile. (None while accumulators are live: the
+// consumers are at their register limit.)
 template <typename T, typename OutT, int BM, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE, bool TMA,
           bool TMA_A, bool TMA_C, int CLUSTER>
 __global__ void __launch_bounds__(384, 1)

@@ -29,6 +29,7 @@
 // live tile's padding rows get zeros, as from the MMA kernels.
 // Requires K % 8 == 0 and 16-byte aligned rows (the host's vector_ok).
 #include "moe/grouped_gemm.cuh"
+#include "tile/trace.cuh"
 #include "tile/vec.cuh"
 
 namespace tc::moe {
@@ -286,12 +287,17 @@ struct GroupedGemv {
   }
 };
 
+// Trace slots (compile option `trace`): thread 0 at entry (0), past the
+// dependency wait (1), and when the CTA's every item is done (2).
 template <typename T, typename OutT, int BM, int BN, bool DUAL, int TABLE>
 __global__ void __launch_bounds__(256, grouped_gemv_min_ctas(BN, DUAL))
     grouped_gemv_kernel(const GroupedGemmLaunch<TABLE ? TABLE : 1> L) {
   using G = GroupedGemv<T, OutT, BM, BN, DUAL, TABLE>;
+  trace_stamp(0);
   grid_dependency_begin();
+  trace_stamp(1);
   G::run(L);
+  trace_stamp_all_done(2);
 }
 
 // The decode path's down projection with the combine fused in (p.combine =
@@ -421,10 +427,13 @@ struct GroupedGemvCombine {
   }
 };
 
+// Trace slots: thread 0 at entry (0), past the dependency wait (1), and
+// when the CTA's every item is done (2).
 template <typename T, typename OutT, int BN, int TABLE>
 __global__ void __launch_bounds__(256, 2) grouped_gemv_combine_kernel(const GroupedGemmLaunch<TABLE ? TABLE : 1> L) {
   using G = GroupedGemvCombine<T, OutT, BN, TABLE>;
   __shared__ typename G::Slots slots;
+  trace_stamp(0);
   // A settled schedule (prefetch != 0): the first item's slots, and with
   // prefetch > 0 its weights into L2, before waiting on the previous kernel.
   int begin, end;
@@ -435,7 +444,9 @@ __global__ void __launch_bounds__(256, 2) grouped_gemv_combine_kernel(const Grou
     G::setup(L, begin / L.p.N, slots);
   }
   grid_dependency_begin();
+  trace_stamp(1);
   G::run(L, slots, settled);
+  trace_stamp_all_done(2);
 }
 
 }  // namespace tc::moe

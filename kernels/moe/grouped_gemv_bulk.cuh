@@ -303,11 +303,15 @@ struct GroupedGemvBulk {
   }
 };
 
+// Trace slots (compile option `trace`): thread 0 at entry (0); the
+// producer past its wait (1) and done issuing (2); consumer thread 0 past
+// the dependency wait (3) and done (4).
 template <typename T, typename OutT, int MODE, int TABLE>
 __global__ void __launch_bounds__(kBulkThreads, 1) grouped_gemv_bulk_kernel(const GroupedGemmLaunch<TABLE ? TABLE : 1> L) {
   using G = GroupedGemvBulk<T, OutT, MODE, TABLE>;
   extern __shared__ __align__(128) unsigned char smem_bytes[];
   __shared__ typename G::Shared sh;
+  trace_stamp(0);
   if (threadIdx.x == 0) {
     for (int s = 0; s < L.p.bulk_stages; ++s) mbar_init(&sh.full[s], 1), mbar_init(&sh.empty[s], 1);
     mbar_init(&sh.arows[0].full, 1), mbar_init(&sh.arows[1].full, 1);
@@ -322,12 +326,16 @@ __global__ void __launch_bounds__(kBulkThreads, 1) grouped_gemv_bulk_kernel(cons
     const bool waited = MODE == 0 || L.p.prefetch == 0;
     if (waited) grid_dependency_wait();
     grid_dependency_launch_dependents();
+    trace_stamp_here(1);
     G::produce(L, sh, smem, waited);
+    trace_stamp_here(2);
     return;
   }
   grid_dependency_begin();
+  trace_stamp(3);
   const int warp = threadIdx.x / 32;
   if (warp < 2 * L.p.bulk_stages) G::consume(L, sh, smem, warp);
+  trace_stamp(4);
 }
 
 }  // namespace tc::moe

@@ -22,6 +22,16 @@ __device__ unsigned long long tc_trace_stamps[tc::kTraceCtas * tc::kTraceSlots *
 
 namespace tc {
 
+// Whether stamps are compiled in: a kernel's own tracer flag is
+// `kTraceOn && ...`, so without the option it folds to false before code
+// generation (a plain `threadIdx.x % 128 == 0` would be computed anyway and
+// could move the kernel's other uses of it).
+#ifdef TC_TRACE
+constexpr bool kTraceOn = true;
+#else
+constexpr bool kTraceOn = false;
+#endif
+
 // The calling thread stamps `slot` for its CTA (the caller picks one thread).
 __device__ __forceinline__ void trace_stamp_here(int slot) {
 #ifdef TC_TRACE
@@ -44,6 +54,17 @@ __device__ __forceinline__ void trace_stamp_here(int slot) {
 __device__ __forceinline__ void trace_stamp(int slot) {
 #ifdef TC_TRACE
   if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) trace_stamp_here(slot);
+#else
+  (void)slot;
+#endif
+}
+
+// Every thread of the CTA calls it: after a barrier, thread 0 stamps `slot`
+// (the CTA's end, not one warp's). Without `trace` no barrier either.
+__device__ __forceinline__ void trace_stamp_all_done(int slot) {
+#ifdef TC_TRACE
+  __syncthreads();
+  trace_stamp(slot);
 #else
   (void)slot;
 #endif
