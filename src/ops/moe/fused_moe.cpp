@@ -1,7 +1,10 @@
 #include "tilecraft/ops/fused_moe.h"
 
 #include <algorithm>
+#include <climits>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "moe/decode_split_params.cuh"
 #include "ops/check.h"
@@ -292,44 +295,47 @@ CUdeviceptr FusedMoeWorkspace::reserve(size_t bytes, int device) {
   return ptr_;
 }
 
+namespace {
+// The layer's own config keys: where each goes, its range and what its
+// error message expects (the keys' meanings: FusedMoeOptions).
+struct LayerKey {
+  const char* name;
+  int FusedMoeOptions::*field;
+  int lo, hi, multiple;
+  std::string expected;
+};
+
+const std::vector<LayerKey>& layer_keys() {
+  static const std::vector<LayerKey> keys = {
+      {"mapping_blocks", &FusedMoeOptions::mapping_blocks, 0, INT_MAX, 1, "mapping_blocks >= 0 (0 = choose)"},
+      {"gate_tokens_per_block", &FusedMoeOptions::gate_tokens_per_block, 0, kMoeTopkGateMappingMaxTokensPerBlock, 1,
+       fmt::format("gate_tokens_per_block 0 (choose) or 1..{}", kMoeTopkGateMappingMaxTokensPerBlock)},
+      {"decode", &FusedMoeOptions::decode, -1, 1, 1, "decode 0 (mapped path), 1 (decode path) or -1 (choose)"},
+      {"decode_split", &FusedMoeOptions::decode_split, -1, 2, 1,
+       "decode_split 0 (two launches), 1 (one kernel + combine), 2 (the same, its work split evenly over every SM) "
+       "or -1 (choose)"},
+      {"decode_split_cols", &FusedMoeOptions::decode_split_cols, 0, tc::moe::kSplitMaxCols, 8,
+       fmt::format("decode_split_cols 0 (choose) or a multiple of 8 up to {}", tc::moe::kSplitMaxCols)},
+      {"decode_split_box_rows", &FusedMoeOptions::decode_split_box_rows, 0, tc::moe::kSplitMaxBoxRows, 8,
+       fmt::format("decode_split_box_rows 0 (choose) or a multiple of 8 up to {}", tc::moe::kSplitMaxBoxRows)},
+      {"decode_split_pool", &FusedMoeOptions::decode_split_pool, -1, INT_MAX, 1,
+       "decode_split_pool -1 (choose), 0 (no pool) or down boxes per unit"},
+      {"router_split", &FusedMoeOptions::router_split, -1, 0, 1,
+       "router_split 0 (the grouped GEMM's own choice) or -1 (choose: spread the router GEMM over the SMs)"},
+  };
+  return keys;
+}
+}  // namespace
+
 FusedMoeOptions fused_moe_options(const std::map<std::string, int>& config, const char* arg) {
   FusedMoeOptions m;
   for (auto& [k, v] : config) {
-    if (k == "mapping_blocks") {
-      TC_CHECK_ARG(v >= 0, kOp, arg, "mapping_blocks >= 0 (0 = choose)", std::to_string(v));
-      m.mapping_blocks = v;
-    } else if (k == "gate_tokens_per_block") {
-      TC_CHECK_ARG(v >= 0 && v <= kMoeTopkGateMappingMaxTokensPerBlock, kOp, arg,
-                   fmt::format("gate_tokens_per_block 0 (choose) or 1..{}", kMoeTopkGateMappingMaxTokensPerBlock),
+    const auto& keys = layer_keys();
+    const auto own = std::find_if(keys.begin(), keys.end(), [&](const LayerKey& l) { return k == l.name; });
+    if (own != keys.end()) {
+      TC_CHECK_ARG(v >= own->lo && v <= own->hi && v % own->multiple == 0, kOp, arg, own->expected,
                    std::to_string(v));
-      m.gate_tokens_per_block = v;
-    } else if (k == "decode_split") {
-      TC_CHECK_ARG(v >= -1 && v <= 2, kOp, arg,
-                   "decode_split 0 (two launches), 1 (one kernel + combine), 2 (the same, its work split evenly over "
-                   "every SM) or -1 (choose)",
-                   std::to_string(v));
-      m.decode_split = v;
-    } else if (k == "decode_split_cols") {
-      TC_CHECK_ARG(v >= 0 && v <= tc::moe::kSplitMaxCols && v % 8 == 0, kOp, arg,
-                   "decode_split_cols 0 (choose) or a multiple of 8 up to 128", std::to_string(v));
-      m.decode_split_cols = v;
-    } else if (k == "decode_split_pool") {
-      TC_CHECK_ARG(v >= -1, kOp, arg, "decode_split_pool -1 (choose), 0 (no pool) or down boxes per unit",
-                   std::to_string(v));
-      m.decode_split_pool = v;
-    } else if (k == "decode_split_box_rows") {
-      TC_CHECK_ARG(v >= 0 && v <= tc::moe::kSplitMaxBoxRows && v % 8 == 0, kOp, arg,
-                   "decode_split_box_rows 0 (choose) or a multiple of 8 up to 256", std::to_string(v));
-      m.decode_split_box_rows = v;
-    } else if (k == "router_split") {
-      TC_CHECK_ARG(v >= -1 && v <= 0, kOp, arg,
-                   "router_split 0 (the grouped GEMM's own choice) or -1 (choose: split K over the SMs)",
-                   std::to_string(v));
-      m.router_split = v;
-    } else if (k == "decode") {
-      TC_CHECK_ARG(v >= -1 && v <= 1, kOp, arg, "decode 0 (mapped path), 1 (decode path) or -1 (choose)",
-                   std::to_string(v));
-      m.decode = v;
+      m.*(own->field) = v;
     } else if (k.rfind("router_", 0) == 0) {
       if (!m.router) m.router.emplace();
       set_config_key(*m.router, k.substr(7), v, kOp, arg);
@@ -338,11 +344,12 @@ FusedMoeOptions fused_moe_options(const std::map<std::string, int>& config, cons
     } else if (k.rfind("down_", 0) == 0) {
       set_config_key(m.down, k.substr(5), v, kOp, arg);
     } else {
+      std::string names;
+      for (const LayerKey& l : keys) names += std::string(l.name) + ", ";
       TC_CHECK_ARG(is_moe_grouped_gemm_config_key(k), kOp, arg,
-                   fmt::format("keys mapping_blocks, gate_tokens_per_block, decode, decode_split, decode_split_cols, "
-                               "decode_split_box_rows, decode_split_pool, router_split, or a grouped GEMM key ({}) for both "
-                               "projections, or one prefixed gate_up_ or down_ for one, or router_ for the router GEMM",
-                               moe_grouped_gemm_config_keys()),
+                   fmt::format("keys {}or a grouped GEMM key ({}) for both projections, or one prefixed gate_up_ or "
+                               "down_ for one, or router_ for the router GEMM",
+                               names, moe_grouped_gemm_config_keys()),
                    "'" + k + "'");
       set_config_key(m.gate_up, k, v, kOp, arg), set_config_key(m.down, k, v, kOp, arg);
     }
