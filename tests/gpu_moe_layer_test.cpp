@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstring>
+#include <map>
 #include <set>
 #include <utility>
 #include <vector>
@@ -858,4 +859,81 @@ TEST(GpuTrace, GateMappingStampsInOrder) {
   EXPECT_EQ(launches.size(), 1u);
   EXPECT_EQ(harness::summarize_trace(*t).size(), 11u) << "slots 0-10";
   EXPECT_TRUE(jit::take_traces(0).empty()) << "the buffers were not cleared";
+}
+
+namespace {
+// The stamps of every CTA of the last launch of each traced kernel whose
+// name holds `function`, checked to come in the order of `chains` (each a
+// list of slots a CTA stamps in that order when it stamps them; `always`
+// slots every CTA stamps). Returns how many such kernels were read.
+int expect_stamp_order(const std::vector<jit::KernelTrace>& traces, const std::string& function,
+                       const std::vector<std::vector<int>>& chains, const std::vector<int>& always) {
+  int kernels = 0;
+  for (const jit::KernelTrace& t : traces) {
+    if (t.function.find(function) == std::string::npos) continue;
+    ++kernels;
+    SCOPED_TRACE(t.function + " [" + t.config + "]");
+    const auto ctas = harness::trace_ctas(t);
+    EXPECT_FALSE(ctas.empty());
+    for (const harness::TraceCta& c : ctas) {
+      SCOPED_TRACE(::testing::Message() << "CTA " << c.cta << " on SM " << c.sm);
+      EXPECT_GE(c.sm, 0);
+      std::map<int, double> at;
+      for (size_t i = 0; i < c.slots.size(); ++i) at[c.slots[i]] = c.us[i];
+      for (int s : always) {
+        EXPECT_TRUE(at.count(s)) << "slot " << s;
+      }
+      for (const auto& chain : chains) {
+        const int* prev = nullptr;
+        for (const int& s : chain) {
+          if (!at.count(s)) continue;
+          if (prev) {
+            EXPECT_LE(at[*prev], at[s]) << "slot " << *prev << " after slot " << s;
+          }
+          prev = &s;
+        }
+      }
+    }
+  }
+  return kernels;
+}
+}  // namespace
+
+// The layer's GEMM kernels under the option `trace` keep their bits and
+// stamp in order (the slots their kernels' comments name): on sm_90 the
+// warp-specialised GEMMs of a prefill layer (256 rows per expert: router,
+// gate/up, down), every CTA past its wait (0, 1), its producer done (3)
+// and both consumers done (6, 9), a CTA with tiles from its first tile's
+// start to its last tile's to its end; at T = 1 the decode path's GEMV and
+// its fused combine (0, 1, 2 in order in every CTA).
+TEST(GpuTrace, LayerGemmStampsInOrder) {
+  TC_REQUIRE_GPU();
+  const auto traced = jit::CompileOptions::parse("release,trace");
+  auto run_both = [&](Layer& L, ops::FusedMoeOptions o) {
+    rt::Stream s;
+    ops::fused_moe(L.args(), L.params(), s.get(), nullptr, o);
+    s.sync();
+    const HostTensor want = L.out.to_host();
+    jit::take_traces(0);  // anything an earlier run left
+    L.out.fill_bytes(0xff);
+    o.compile = traced;
+    ops::fused_moe(L.args(), L.params(), s.get(), nullptr, o);
+    s.sync();
+    EXPECT_TRUE(same_bits(want, L.out.to_host())) << "the traced kernels changed the output";
+    return jit::take_traces(0);
+  };
+  if (rt::device_info(0).cc_major == 9) {
+    Layer prefill(2048, 32, 4, 99);
+    const auto traces = run_both(prefill, {});
+    EXPECT_GE(expect_stamp_order(traces, "grouped_gemm_sm90_ws_kernel", {{0, 1, 2, 3}, {1, 4, 5, 6}, {1, 7, 8, 9}},
+                                 {0, 1, 3, 6, 9}),
+              2)
+        << "gate/up and down at least";
+  }
+  Layer decode(1, 32, 4, 99);
+  ops::FusedMoeOptions o;
+  o.decode = 1, o.decode_split = 0;
+  const auto traces = run_both(decode, o);
+  EXPECT_EQ(expect_stamp_order(traces, "grouped_gemv_kernel", {{0, 1, 2}}, {0, 1, 2}), 1);
+  EXPECT_EQ(expect_stamp_order(traces, "grouped_gemv_combine_kernel", {{0, 1, 2}}, {0, 1, 2}), 1);
 }
