@@ -884,13 +884,13 @@ int expect_stamp_order(const std::vector<jit::KernelTrace>& traces, const std::s
         EXPECT_TRUE(at.count(s)) << "slot " << s;
       }
       for (const auto& chain : chains) {
-        const int* prev = nullptr;
-        for (const int& s : chain) {
+        int prev = -1;  // the chain's last slot this CTA stamped
+        for (int s : chain) {
           if (!at.count(s)) continue;
-          if (prev) {
-            EXPECT_LE(at[*prev], at[s]) << "slot " << *prev << " after slot " << s;
+          if (prev >= 0) {
+            EXPECT_LE(at[prev], at[s]) << "slot " << prev << " after slot " << s;
           }
-          prev = &s;
+          prev = s;
         }
       }
     }

@@ -37,9 +37,10 @@
 // phases behind passes at once (a fresh barrier counts as having completed
 // the phase of parity 1). scripts/decode_split_protocol_model.py found it.
 //
-// With a balancing pool (pool_boxes > 0; off by default, a tie on the
-// H200) the last pool_boxes boxes of every unit are not the owner's: the
-// warp of a unit's last gate/up piece copies the unit's h to h_global,
+// With a balancing pool (pool_boxes > 0; by default an eighth of a unit's
+// boxes, chosen in decode_split.cpp) the last pool_boxes boxes of every
+// unit are not the owner's: the warp of a unit's last gate/up piece copies
+// the unit's h to h_global,
 // fences once and publishes the unit (sched[0]'s high bits; one more
 // h_free count, so the buffer is not refilled under the copy); a producer
 // past its own boxes and its own units' publication claims pool boxes

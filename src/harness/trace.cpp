@@ -45,30 +45,6 @@ struct LastLaunch {
 };
 }  // namespace
 
-std::vector<TraceSlotStats> summarize_trace(const jit::KernelTrace& t, int origin) {
-  std::vector<TraceSlotStats> out;
-  const LastLaunch l(t, origin);
-  if (!l.ok) return out;
-  for (int s = 0; s < t.slots; ++s) {
-    TraceSlotStats st;
-    st.slot = s;
-    double sum = 0;
-    for (int c = 0; c < t.ctas; ++c) {
-      const unsigned long long v = l.raw(c, s);
-      if (!v) continue;
-      const double us = l.us(v);
-      st.min_us = st.ctas ? std::min(st.min_us, us) : us;
-      st.max_us = st.ctas ? std::max(st.max_us, us) : us;
-      sum += us;
-      ++st.ctas;
-    }
-    if (!st.ctas) continue;
-    st.mean_us = sum / st.ctas;
-    out.push_back(st);
-  }
-  return out;
-}
-
 std::vector<TraceCta> trace_ctas(const jit::KernelTrace& t, int origin) {
   std::vector<TraceCta> out;
   const LastLaunch l(t, origin);
@@ -82,6 +58,29 @@ std::vector<TraceCta> trace_ctas(const jit::KernelTrace& t, int origin) {
         if (row.sm < 0) row.sm = l.sm(c, s);
       }
     if (!row.slots.empty()) out.push_back(std::move(row));
+  }
+  return out;
+}
+
+// Per slot over the CTAs of trace_ctas: one walk of the stamps.
+std::vector<TraceSlotStats> summarize_trace(const jit::KernelTrace& t, int origin) {
+  std::vector<TraceSlotStats> by_slot(size_t(std::max(t.slots, 0)));
+  for (const TraceCta& c : trace_ctas(t, origin))
+    for (size_t i = 0; i < c.slots.size(); ++i) {
+      TraceSlotStats& st = by_slot[size_t(c.slots[i])];
+      const double us = c.us[i];
+      st.min_us = st.ctas ? std::min(st.min_us, us) : us;
+      st.max_us = st.ctas ? std::max(st.max_us, us) : us;
+      st.mean_us += us;  // the sum until the end
+      ++st.ctas;
+    }
+  std::vector<TraceSlotStats> out;
+  for (int s = 0; s < t.slots; ++s) {
+    TraceSlotStats st = by_slot[size_t(s)];
+    if (!st.ctas) continue;
+    st.slot = s;
+    st.mean_us /= st.ctas;
+    out.push_back(st);
   }
   return out;
 }

@@ -123,11 +123,11 @@ DecodeSplitPlan decode_split_plan(int64_t K, int64_t H, int64_t I, int sm_count,
   // ~165-170 us and ~10 others ~143-150 in every run and model, and a pool
   // of 8 of 64 boxes ends every CTA within 162.6-166.1 us. By default
   // (pool < 0) an eighth of the boxes: DeepSeek-V3 and Kimi-K2 experts
-  // 173.6-174.7 us against 174.9-175.6 without (three rounds each; session
-  // 23: 173.8-174.6 against 174.8-175.4); 4 boxes lose 1 us, 16 lose 2, 32
-  // lose 6. Other box counts (H != 7168) are not measured. Claims count in
-  // 16 bits. A unit keeps one box at least: its own
-  // boxes order the h buffer's reuse (the pieces of the CTA's unit two
+  // 173.6-174.7 us against 174.9-175.6 without (three rounds each; a tie on
+  // a second board; session 23: 173.8-174.6 against 174.8-175.4); 4 boxes
+  // lose 1 us, 16 lose 2, 32 lose 6. Other box counts (H != 7168) are not
+  // measured. Claims count in 16 bits. A unit keeps one box at least: its
+  // own boxes order the h buffer's reuse (the pieces of the CTA's unit two
   // further on wait for them), and so the counts that tell a unit's last
   // gate/up piece.
   const int64_t max_pool = std::min<int64_t>(plan.boxes - 1, (65535 - 1024) / std::max<int64_t>(plan.units, 1));

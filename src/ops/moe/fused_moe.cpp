@@ -329,8 +329,8 @@ const std::vector<LayerKey>& layer_keys() {
 
 FusedMoeOptions fused_moe_options(const std::map<std::string, int>& config, const char* arg) {
   FusedMoeOptions m;
+  const auto& keys = layer_keys();
   for (auto& [k, v] : config) {
-    const auto& keys = layer_keys();
     const auto own = std::find_if(keys.begin(), keys.end(), [&](const LayerKey& l) { return k == l.name; });
     if (own != keys.end()) {
       TC_CHECK_ARG(v >= own->lo && v <= own->hi && v % own->multiple == 0, kOp, arg, own->expected,
@@ -508,7 +508,10 @@ std::vector<jit::KernelSpec> fused_moe_kernel_specs(const FusedMoeArgs& a, const
   auto add_projection = [&](bool gate_up, const MoeGroupedGemmArgs& args, const MoeGroupedGemmConfig& over) {
     in_projection(gate_up, [&] { add_gemm(args, over); });
   };
-  in_gemm(LayerGemm::kRouter, [&] { add_gemm(router_args(a, b), router_config(router_args(a, b), d, o, cc, sms)); });
+  in_gemm(LayerGemm::kRouter, [&] {
+    const MoeGroupedGemmArgs ra = router_args(a, b);
+    add_gemm(ra, router_config(ra, d, o, cc, sms));
+  });
   MoeTopkGateArgs g{b.logits, a.bias, b.ids, b.weights};
   const auto split = split_path(a, d, o, cc, sms);  // before the branch: decode_split=1 off the decode path is an error
   if (decode_path(a, d, o)) {
