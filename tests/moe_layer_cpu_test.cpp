@@ -1335,6 +1335,114 @@ TEST(FusedMoeCpu, DecodeSplitChoice) {
   }
 }
 
+// The two-launch decode path's gate/up hands the down weights to the L2
+// (decode_prefetch) where the rows' down matrices fill at most half the L2
+// (Qwen3-30B T = 1: 8 x 3 MB of 60 MB), not where they do not (T = 2, or
+// the larger models), nor where the one-kernel split or the bulk gate/up
+// runs; decode_prefetch = 1 forces it where it applies and is an error
+// elsewhere, naming why; the grouped GEMM's prefetch_next argument is
+// checked for its shape and kernel.
+TEST(FusedMoeCpu, DecodePrefetchChoice) {
+  void* fake = reinterpret_cast<void*>(uintptr_t(1) << 20);  // the choice reads shapes and alignment only
+  const Device dev{DeviceType::kCUDA, 0};
+  auto view = [&](std::initializer_list<int64_t> shape) { return TensorView(fake, DType::kBF16, Shape(shape), dev); };
+  struct Case {
+    const char* model;
+    int64_t T, E, K, H, I;
+    bool prefetch;
+  };
+  auto layer = [&](const Case& c) {
+    ops::FusedMoeArgs a;
+    a.x = view({c.T, c.H});
+    a.out = view({c.T, c.H});
+    a.w_router = view({c.E, c.H});
+    a.w_gate.stacked = view({c.E, c.I, c.H});
+    a.w_up.stacked = view({c.E, c.I, c.H});
+    a.w_down.stacked = view({c.E, c.H, c.I});
+    return a;
+  };
+  auto prefetches = [&](const ops::FusedMoeArgs& a, const ops::FusedMoeParams& p, const ops::FusedMoeOptions& o) {
+    int n = 0;
+    for (const jit::KernelSpec& spec : ops::fused_moe_kernel_specs(a, p, o))
+      n += spec.function == "tc::moe::grouped_gemv_kernel" && spec.template_args.size() == 7 &&
+           spec.template_args[6] == "true";
+    return n;
+  };
+  ops::FusedMoeOptions two, on, off;
+  two.decode_split = 0;
+  on = off = two;
+  on.decode_prefetch = 1, off.decode_prefetch = 0;
+  for (const Case& c : {Case{"qwen3-30b", 1, 128, 8, 2048, 768, true}, Case{"qwen3-30b", 2, 128, 8, 2048, 768, false},
+                        Case{"qwen3-235b", 1, 128, 8, 4096, 1536, false},
+                        Case{"mixtral", 1, 8, 2, 4096, 14336, false}}) {
+    SCOPED_TRACE(std::string(c.model) + " T=" + std::to_string(c.T));
+    const ops::FusedMoeArgs a = layer(c);
+    ops::FusedMoeParams p;
+    p.top_k = int(c.K);
+    if (!rt::driver_available()) {
+      EXPECT_EQ(prefetches(a, p, {}), c.prefetch ? 1 : 0) << "no GPU: a 60 MB L2";
+    }
+    EXPECT_EQ(prefetches(a, p, off), 0);
+    if (std::string(c.model) == "mixtral") {
+      // Its gate/up takes the bulk kernel (~4 MB of weights per SM).
+      TC_EXPECT_ERROR(prefetches(a, p, on), ErrorKind::kInvalidArgument, "'decode_prefetch'", "gemv-bulk");
+      continue;
+    }
+    EXPECT_EQ(prefetches(a, p, on), 1);
+  }
+  const Case dsv3{"deepseek-v3", 1, 256, 8, 7168, 2048, false};
+  ops::FusedMoeParams p8;
+  p8.top_k = 8;
+  ops::FusedMoeOptions split_on;
+  split_on.decode_prefetch = 1;
+  if (!rt::driver_available()) {
+    TC_EXPECT_ERROR(prefetches(layer(dsv3), p8, split_on), ErrorKind::kInvalidArgument, "'decode_prefetch'",
+                    "one-kernel decode path");
+  }
+  Case prefill = dsv3;
+  prefill.T = 512;
+  TC_EXPECT_ERROR(prefetches(layer(prefill), p8, on), ErrorKind::kInvalidArgument, "'decode_prefetch'",
+                  "mapped path");
+  ops::FusedMoeArgs per_expert = layer(Case{"qwen3-30b", 1, 128, 8, 2048, 768, true});
+  per_expert.w_down.stacked.reset();
+  for (int e = 0; e < 128; ++e) per_expert.w_down.per_expert.push_back(view({2048, 768}));
+  EXPECT_EQ(prefetches(per_expert, p8, two), 0);
+  TC_EXPECT_ERROR(prefetches(per_expert, p8, on), ErrorKind::kInvalidArgument, "'decode_prefetch'", "per expert");
+  TC_EXPECT_ERROR(ops::fused_moe_options({{"decode_prefetch", 2}}, "--config"), ErrorKind::kInvalidArgument,
+                  "decode_prefetch", "2");
+
+  // The grouped GEMM's argument: E matrices, on the gated per-row kernel.
+  ops::MoeGroupedGemmArgs g;
+  g.a = view({1, 2048});
+  g.a_repeat = 8;
+  g.tile_expert = TensorView(fake, DType::kI32, Shape{8}, dev);
+  g.w.stacked = view({128, 768, 2048});
+  g.w_up = ops::ExpertWeights{view({128, 768, 2048}), {}, ops::WeightLayout::kNK};
+  g.out = view({8, 768});
+  g.rows_used = 8;
+  g.prefetch_next = view({128, 2048, 768});
+  const auto c = ops::moe_grouped_gemm_config(g, {}, 9, 132);
+  EXPECT_EQ(ops::moe_grouped_gemm_kernel_spec(g, c).template_args.back(), "true");
+  g.prefetch_next = view({64, 2048, 768});
+  TC_EXPECT_ERROR(ops::validate_moe_grouped_gemm(g, DeviceType::kCUDA), ErrorKind::kInvalidArgument,
+                  "'prefetch_next'", "E = 128", "[64, 2048, 768]");
+  g.prefetch_next = view({128, 2048, 768});
+  ops::MoeGroupedGemmArgs tiled = g;  // one 16-row tile on the MMA kernels
+  tiled.a = view({16, 2048});
+  tiled.a_repeat = 1;
+  tiled.tile_expert = TensorView(fake, DType::kI32, Shape{1}, dev);
+  tiled.out = view({16, 768});
+  tiled.rows_used = 16;
+  ops::MoeGroupedGemmConfig mma;
+  mma.gemv = 0;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(tiled, mma, 9, 132), ErrorKind::kInvalidArgument, "'prefetch_next'",
+                  "MMA kernels");
+  ops::MoeGroupedGemmConfig bulk;
+  bulk.bulk = 1;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, bulk, 9, 132), ErrorKind::kInvalidArgument, "'prefetch_next'",
+                  "bulk=1");
+}
+
 // On the mapped path at decode the expert projections run the gemv kernel
 // where chosen (or forced); a down projection on it passes pos_to_token as
 // row_token, so its 16-row tiles are one pass over their real row, not four
