@@ -1365,7 +1365,7 @@ TEST(FusedMoeCpu, DecodePrefetchChoice) {
     int n = 0;
     for (const jit::KernelSpec& spec : ops::fused_moe_kernel_specs(a, p, o))
       n += spec.function == "tc::moe::grouped_gemv_kernel" && spec.template_args.size() == 7 &&
-           spec.template_args[6] == "1";
+           spec.template_args[6] == "true";
     return n;
   };
   ops::FusedMoeOptions two, on, off;
@@ -1408,8 +1408,8 @@ TEST(FusedMoeCpu, DecodePrefetchChoice) {
   for (int e = 0; e < 128; ++e) per_expert.w_down.per_expert.push_back(view({2048, 768}));
   EXPECT_EQ(prefetches(per_expert, p8, two), 0);
   TC_EXPECT_ERROR(prefetches(per_expert, p8, on), ErrorKind::kInvalidArgument, "'decode_prefetch'", "per expert");
-  TC_EXPECT_ERROR(ops::fused_moe_options({{"decode_prefetch", 3}}, "--config"), ErrorKind::kInvalidArgument,
-                  "decode_prefetch", "3");
+  TC_EXPECT_ERROR(ops::fused_moe_options({{"decode_prefetch", 2}}, "--config"), ErrorKind::kInvalidArgument,
+                  "decode_prefetch", "2");
 
   // The grouped GEMM's argument: E matrices, on the gated per-row kernel.
   ops::MoeGroupedGemmArgs g;
@@ -1422,7 +1422,7 @@ TEST(FusedMoeCpu, DecodePrefetchChoice) {
   g.rows_used = 8;
   g.prefetch_next = view({128, 2048, 768});
   const auto c = ops::moe_grouped_gemm_config(g, {}, 9, 132);
-  EXPECT_EQ(ops::moe_grouped_gemm_kernel_spec(g, c).template_args.back(), "1");
+  EXPECT_EQ(ops::moe_grouped_gemm_kernel_spec(g, c).template_args.back(), "true");
   g.prefetch_next = view({64, 2048, 768});
   TC_EXPECT_ERROR(ops::validate_moe_grouped_gemm(g, DeviceType::kCUDA), ErrorKind::kInvalidArgument,
                   "'prefetch_next'", "E = 128", "[64, 2048, 768]");

@@ -70,18 +70,6 @@ __device__ __forceinline__ void gemv_prefetch_l2(const void* ptr, long long byte
 #endif
 }
 
-// The same under the L2 cache policy `policy`.
-__device__ __forceinline__ void gemv_prefetch_l2(const void* ptr, long long bytes, unsigned long long policy) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (bytes > 0)
-    asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;" ::"l"(ptr), "r"(unsigned(bytes)),
-                 "l"(policy)
-                 : "memory");
-#else
-  (void)ptr, (void)bytes, (void)policy;
-#endif
-}
-
 // Up to max_bytes (a multiple of 16) of the weight rows [n0, n0 + cols) of
 // expert e's (only) matrix (layout NK: one contiguous block) into L2; e
 // outside the experts is skipped.
@@ -108,8 +96,8 @@ __device__ __forceinline__ void gemv_load_a8(const T* ptr, bool ok, float (&xf)[
 // NEXT (per-row schedules, BM = 1): the CTA also hands the L2 its share of
 // the next projection's weights (GroupedGemmParams::next_w), and streams its
 // own weights under an evict-first L2 policy so that they do not push those
-// out; NEXT = 2 marks the prefetched lines evict-last (an experiment).
-template <typename T, typename OutT, int BM, int BN, bool DUAL, int TABLE, int NEXT = 0>
+// out.
+template <typename T, typename OutT, int BM, int BN, bool DUAL, int TABLE, bool NEXT = false>
 struct GroupedGemv {
   static constexpr int kWarps = 8, kThreads = kWarps * 32;
   static constexpr int kB = DUAL ? 2 : 1;
@@ -225,12 +213,8 @@ struct GroupedGemv {
     const long long bytes = p.next_bytes;
     const long long lo = c0 * bytes / p.N / 16 * 16, hi = c1 >= p.N ? bytes : c1 * bytes / p.N / 16 * 16;
     const char* base = p.next_w + e * bytes;
-    unsigned long long policy = 0;
-    if constexpr (NEXT == 2) policy = l2_policy_evict_last();
-    for (long long off = lo + threadIdx.x * kPiece; off < hi; off += 32 * kPiece) {
-      if constexpr (NEXT == 2) gemv_prefetch_l2(base + off, min(kPiece, hi - off), policy);
-      else gemv_prefetch_l2(base + off, min(kPiece, hi - off));
-    }
+    for (long long off = lo + threadIdx.x * kPiece; off < hi; off += 32 * kPiece)
+      gemv_prefetch_l2(base + off, min(kPiece, hi - off));
   }
 
   // Rows of `tile` (BM layout rows) to shared memory: src/pos of the real
@@ -328,7 +312,7 @@ struct GroupedGemv {
 
 // Trace slots (compile option `trace`): thread 0 at entry (0), past the
 // dependency wait (1), and when the CTA's every item is done (2).
-template <typename T, typename OutT, int BM, int BN, bool DUAL, int TABLE, int NEXT = 0>
+template <typename T, typename OutT, int BM, int BN, bool DUAL, int TABLE, bool NEXT = false>
 __global__ void __launch_bounds__(256, grouped_gemv_min_ctas(BN, DUAL))
     grouped_gemv_kernel(const GroupedGemmLaunch<TABLE ? TABLE : 1> L) {
   using G = GroupedGemv<T, OutT, BM, BN, DUAL, TABLE, NEXT>;

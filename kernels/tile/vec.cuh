@@ -102,13 +102,6 @@ __device__ __forceinline__ unsigned long long l2_policy_evict_first() {
   return policy;
 }
 
-// The same for lines that should stay while others come and go.
-__device__ __forceinline__ unsigned long long l2_policy_evict_last() {
-  unsigned long long policy;
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
-  return policy;
-}
-
 // load_stream_if's 16-byte load with the L2 256-byte fetch hint, under the
 // L2 cache policy `policy` (l2_policy_evict_first).
 template <typename T, int N>

@@ -91,8 +91,6 @@ struct MoeGroupedGemmArgs {
   // next matrices fit well within the L2 (the layer passes it from
   // fused_moe_prefetches_down). The outputs are the same bits.
   std::optional<TensorView> prefetch_next;
-  // With prefetch_next: the prefetched lines evict-last (an experiment).
-  bool prefetch_next_keep = false;
 };
 
 // Tile configuration. 0 = choose. sm90: 1 = the Hopper wgmma kernel (128-row

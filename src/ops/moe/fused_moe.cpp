@@ -181,9 +181,9 @@ TensorView decode_h(const Buffers& b, const Dims& d) {
 }
 
 MoeGroupedGemmArgs decode_gate_up_args(const FusedMoeArgs& a, const Buffers& b, const Dims& d,
-                                       bool with_down_prefetch = false, bool keep = false) {
+                                       bool with_down_prefetch = false) {
   MoeGroupedGemmArgs g;
-  if (with_down_prefetch) g.prefetch_next = *a.w_down.stacked, g.prefetch_next_keep = keep;
+  if (with_down_prefetch) g.prefetch_next = *a.w_down.stacked;
   g.a = a.x;
   g.a_repeat = d.K;
   g.tile_expert = flat(b.ids);
@@ -228,7 +228,7 @@ bool prefetch_down(const FusedMoeArgs& a, const Dims& d, const FusedMoeOptions& 
   TC_CHECK_ARG(o.decode_prefetch < 1 || why.empty(), kOp, "decode_prefetch",
                "the two-launch decode path with stacked down weights and gate/up on the register decode kernel", why);
   if (!why.empty()) return false;
-  if (o.decode_prefetch >= 1) return true;
+  if (o.decode_prefetch == 1) return true;
   const int64_t l2 = l2_bytes > 0 ? l2_bytes : int64_t(60) << 20;
   const int64_t down_bytes = d.H * d.I * int64_t(dtype_size(a.x.dtype));
   return d.T * d.K * down_bytes <= l2 / 2;
@@ -236,7 +236,7 @@ bool prefetch_down(const FusedMoeArgs& a, const Dims& d, const FusedMoeOptions& 
 
 // decode_prefetch = 1 off the two-launch decode path is an error.
 void check_prefetch_path(const FusedMoeOptions& o, bool decode, bool split) {
-  TC_CHECK_ARG(o.decode_prefetch < 1 || (decode && !split), kOp, "decode_prefetch",
+  TC_CHECK_ARG(o.decode_prefetch != 1 || (decode && !split), kOp, "decode_prefetch",
                "decode_prefetch=1 only on the two-launch decode path (decode chosen or 1, decode_split not chosen or 0)",
                decode ? "the one-kernel decode path (decode_split)" : "the mapped path");
 }
@@ -354,9 +354,8 @@ const std::vector<LayerKey>& layer_keys() {
        fmt::format("decode_split_box_rows 0 (choose) or a multiple of 8 up to {}", tc::moe::kSplitMaxBoxRows)},
       {"decode_split_pool", &FusedMoeOptions::decode_split_pool, -1, INT_MAX, 1,
        "decode_split_pool -1 (choose), 0 (no pool) or down boxes per unit"},
-      {"decode_prefetch", &FusedMoeOptions::decode_prefetch, -1, 2, 1,
-       "decode_prefetch 0 (no), 1 (gate/up hands the down weights to the L2), 2 (the same, evict-last) or -1 "
-       "(choose)"},
+      {"decode_prefetch", &FusedMoeOptions::decode_prefetch, -1, 1, 1,
+       "decode_prefetch 0 (no), 1 (gate/up hands the down weights to the L2) or -1 (choose)"},
       {"router_split", &FusedMoeOptions::router_split, -1, 0, 1,
        "router_split 0 (the grouped GEMM's own choice) or -1 (choose: spread the router GEMM over the SMs)"},
   };
@@ -562,7 +561,7 @@ std::vector<jit::KernelSpec> fused_moe_kernel_specs(const FusedMoeArgs& a, const
     const bool pf = prefetch_down(a, d, o, in_gemm(LayerGemm::kGateUp, [&] {
       return moe_grouped_gemm_config(decode_gate_up_args(a, b, d), o.gate_up, cc, sms);
     }), l2_bytes_if_gpu(a.x.device.index));
-    add_projection(true, decode_gate_up_args(a, b, d, pf, o.decode_prefetch == 2), o.gate_up);
+    add_projection(true, decode_gate_up_args(a, b, d, pf), o.gate_up);
     add_projection(false, decode_down_args(a, b, d), o.down);
     return specs;
   }
@@ -633,7 +632,7 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
       const bool pf = prefetch_down(a, d, o, in_gemm(LayerGemm::kGateUp, [&] {
         return moe_grouped_gemm_config(decode_gate_up_args(a, b, d), o.gate_up, info.cc_major, info.sm_count);
       }), info.l2_bytes);
-      project(true, decode_gate_up_args(a, b, d, pf, o.decode_prefetch == 2));
+      project(true, decode_gate_up_args(a, b, d, pf));
     }
     if (runs(o, FusedMoeStage::kDown)) project(false, decode_down_args(a, b, d));
     return;

@@ -745,7 +745,7 @@ jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const 
   if (c.gemv == 1)
     return {"moe/grouped_gemv.cuh", "tc::moe::grouped_gemv_kernel",
             a.prefetch_next ? std::vector<std::string>{in, out, "1", std::to_string(c.block_n), gated,
-                                                       std::to_string(table), a.prefetch_next_keep ? "2" : "1"}
+                                                       std::to_string(table), "true"}
                             : std::vector<std::string>{in, out, std::to_string(c.block_m), std::to_string(c.block_n),
                                                        gated, std::to_string(table)},
             cfg + (a.prefetch_next ? " prefetch-next" : ""), true};
