@@ -594,13 +594,6 @@ TEST(GpuFusedMoe, DecodePath) {
   for (const char* w : {"decode-t1-grouped", "decode-t2-dropped", "t1-k1"}) {
     EXPECT_EQ(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA, w, {}), 1) << w;
     EXPECT_EQ(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA, w, {{"decode", 0}}), 1) << w;
-    // The gate/up launch handing the down weights to the L2, forced on and
-    // off (these small shapes choose it).
-    for (int pf : {0, 1})
-      EXPECT_EQ(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA, w,
-                                                 {{"decode_prefetch", pf}, {"decode_split", 0}}),
-                1)
-          << w << " decode_prefetch=" << pf;
     // The bulk kernels (sm_90), which the default takes only for gate/up
     // from 2 MB of weights per SM, past these shapes: gate/up, and both
     // projections where down has a per-row schedule (K > 1: not t1-k1).
@@ -635,18 +628,6 @@ TEST(GpuFusedMoe, DecodePath) {
       EXPECT_TRUE(same_bits(got, L.out.to_host())) << "run " << i;
     }
     expect_graph_replays_bits(L, s, ws, decode, got, 1);
-    // The down weights' L2 prefetch changes no bits: forced off and on
-    // (the default chooses it here), and on in a graph.
-    ops::FusedMoeOptions prefetch = decode;
-    prefetch.decode_split = 0;
-    for (int pf : {0, 1}) {
-      prefetch.decode_prefetch = pf;
-      L.out.fill_bytes(0xff);
-      ops::fused_moe(L.args(), L.params(), s.get(), &ws, prefetch);
-      s.sync();
-      EXPECT_TRUE(same_bits(got, L.out.to_host())) << "decode_prefetch=" << pf;
-    }
-    expect_graph_replays_bits(L, s, ws, prefetch, got, 1);
   }
 }
 

@@ -62,13 +62,6 @@ struct GroupedGemmParams {
   // memory ring, output columns per piece (one stage), and A-row buffers
   // (2; 1 where there is one output row, so every CTA's range is in it).
   int bulk_stages, bulk_cols, bulk_abufs;
-  // Gated decode kernel on a per-row schedule, compiled with NEXT: the next
-  // projection's stacked weights, one block of next_bytes (a multiple of 16)
-  // per expert at next_w + e * next_bytes. After its grid wait each CTA
-  // hands the L2 the share of its rows' experts' blocks that matches its
-  // share of each row's columns, so the next kernel finds them there.
-  const char* next_w;
-  long long next_bytes;
 };
 
 // Shared memory the warp-specialised kernel keeps for its consumers'

@@ -93,11 +93,7 @@ __device__ __forceinline__ void gemv_load_a8(const T* ptr, bool ok, float (&xf)[
   for (int j = 0; j < 8; ++j) xf[j] = to_float(xv.v[j]);
 }
 
-// NEXT (per-row schedules, BM = 1): the CTA also hands the L2 its share of
-// the next projection's weights (GroupedGemmParams::next_w), and streams its
-// own weights under an evict-first L2 policy so that they do not push those
-// out.
-template <typename T, typename OutT, int BM, int BN, bool DUAL, int TABLE, bool NEXT = false>
+template <typename T, typename OutT, int BM, int BN, bool DUAL, int TABLE>
 struct GroupedGemv {
   static constexpr int kWarps = 8, kThreads = kWarps * 32;
   static constexpr int kB = DUAL ? 2 : 1;
@@ -113,7 +109,6 @@ struct GroupedGemv {
   static_assert(BN % kWarps == 0 && kRowsPerStep >= 2 && kRowsPerStep <= 8, "2 to 8 weight rows per lane step");
   static_assert(sizeof(T) == 2, "16-bit inputs");
   static_assert(BM <= 32, "one warp compacts a tile's rows");
-  static_assert(!NEXT || BM == 1, "the next weights' shares follow a per-row schedule");
 
   struct Item {
     const T* w[2];
@@ -150,8 +145,6 @@ struct GroupedGemv {
 #pragma unroll
         for (int r = 0; r < R; ++r) acc[m][c][r] = 0.f;
 
-    unsigned long long policy = 0;
-    if constexpr (NEXT) policy = l2_policy_evict_first();
     const int chunks = p.K / 8;
     // K steps unrolled to kLoadsInFlight loads of 16 bytes in flight per
     // lane in the 1-row passes (decode); none in the wider passes, whose
@@ -167,8 +160,7 @@ struct GroupedGemv {
       for (int m = 0; m < kB; ++m)
 #pragma unroll
         for (int c = 0; c < CPW; ++c)
-          if constexpr (NEXT) wv[m][c] = load_stream_if<T, 8>(wrow[m] + c * p.ldb + 8 * q, c < ncols, policy);
-          else wv[m][c] = load_stream_if<T, 8, true>(wrow[m] + c * p.ldb + 8 * q, c < ncols);
+          wv[m][c] = load_stream_if<T, 8, true>(wrow[m] + c * p.ldb + 8 * q, c < ncols);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         float xf[8];
@@ -201,20 +193,6 @@ struct GroupedGemv {
         if (p.row_scale) v *= p.row_scale[row];
         static_cast<OutT*>(p.c)[(long long)row * p.ldc + it.n0 + c] = from_float<OutT>(v);
       }
-  }
-
-  // Columns [c0, c1) of an output row of expert e are this CTA's: the same
-  // share of e's block of the next projection's weights goes to the L2
-  // (warp 0, pieces of 32 KB over its lanes; the shares of a row's CTAs
-  // tile the block).
-  static __device__ __forceinline__ void prefetch_next(const GroupedGemmParams& p, int e, int c0, int c1) {
-    constexpr long long kPiece = 32 * 1024;
-    if (threadIdx.x >= 32) return;
-    const long long bytes = p.next_bytes;
-    const long long lo = c0 * bytes / p.N / 16 * 16, hi = c1 >= p.N ? bytes : c1 * bytes / p.N / 16 * 16;
-    const char* base = p.next_w + e * bytes;
-    for (long long off = lo + threadIdx.x * kPiece; off < hi; off += 32 * kPiece)
-      gemv_prefetch_l2(base + off, min(kPiece, hi - off));
   }
 
   // Rows of `tile` (BM layout rows) to shared memory: src/pos of the real
@@ -287,7 +265,6 @@ struct GroupedGemv {
             at = max(at, min(end, (tile + 1) * p.N));  // skip the rest of the row
             continue;
           }
-          if constexpr (NEXT) prefetch_next(p, e, c0, min(end - tile * p.N, p.N));
           __syncthreads();  // the previous row's compaction has been read
           if (warp == 0) compact(p, tile, src, pos, all_src, count);
           __syncthreads();
@@ -312,10 +289,10 @@ struct GroupedGemv {
 
 // Trace slots (compile option `trace`): thread 0 at entry (0), past the
 // dependency wait (1), and when the CTA's every item is done (2).
-template <typename T, typename OutT, int BM, int BN, bool DUAL, int TABLE, bool NEXT = false>
+template <typename T, typename OutT, int BM, int BN, bool DUAL, int TABLE>
 __global__ void __launch_bounds__(256, grouped_gemv_min_ctas(BN, DUAL))
     grouped_gemv_kernel(const GroupedGemmLaunch<TABLE ? TABLE : 1> L) {
-  using G = GroupedGemv<T, OutT, BM, BN, DUAL, TABLE, NEXT>;
+  using G = GroupedGemv<T, OutT, BM, BN, DUAL, TABLE>;
   trace_stamp(0);
   grid_dependency_begin();
   trace_stamp(1);

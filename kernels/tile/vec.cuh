@@ -94,31 +94,6 @@ __device__ __forceinline__ Vec<T, N> load_stream_if(const T* p, bool pred) {
   return out;
 }
 
-// An L2 cache policy under which the lines a load brings in go first when
-// the L2 needs room (for a stream read once while other data should stay).
-__device__ __forceinline__ unsigned long long l2_policy_evict_first() {
-  unsigned long long policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  return policy;
-}
-
-// load_stream_if's 16-byte load with the L2 256-byte fetch hint, under the
-// L2 cache policy `policy` (l2_policy_evict_first).
-template <typename T, int N>
-__device__ __forceinline__ Vec<T, N> load_stream_if(const T* p, bool pred, unsigned long long policy) {
-  static_assert(sizeof(T) * N == 16, "one 16-byte access");
-  Vec<T, N> out;
-  uint4 r;
-  const unsigned pr = pred;
-  asm volatile(
-      "{ .reg .pred q; setp.ne.u32 q, %5, 0;\n"
-      "  mov.b32 %0, 0; mov.b32 %1, 0; mov.b32 %2, 0; mov.b32 %3, 0;\n"
-      "  @q ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4], %6; }"
-      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "r"(pr), "l"(policy));
-  *reinterpret_cast<uint4*>(&out) = r;
-  return out;
-}
-
 // 16 bytes from shared memory at generic address p (16-byte aligned).
 template <typename T, int N>
 __device__ __forceinline__ Vec<T, N> load_shared(const T* p) {

@@ -108,14 +108,6 @@ struct FusedMoeOptions {
   // of DeepSeek-V3's 64, ~1 us faster on the H200; 4, 16 and 32 lose),
   // 0 = none.
   int decode_split_pool = -1;
-  // On the two-launch decode path: 1 = the gate/up kernel hands the L2 the
-  // down weights of its rows' experts while it streams its own (evict-first,
-  // so they stay; MoeGroupedGemmArgs::prefetch_next), and the down
-  // projection then reads them from there (an error where it does not
-  // apply: stacked down weights, gate/up on the register decode kernel);
-  // 0 = no; -1 = choose (where the rows' down matrices, T x K of them, fill
-  // at most half the L2: Qwen3-30B-A3B T = 1 on the H200). The same bits.
-  int decode_prefetch = -1;
   // The router GEMM ([T, H] x [E, H]^T, fp32 logits: a few tiles with a long
   // K below a few thousand tokens): -1 = choose where moe_grouped_gemm's own
   // 128-row tiles fill less than half the SMs (it ran DeepSeek-V3 T=256 on 2
@@ -136,7 +128,7 @@ struct FusedMoeOptions {
 // projections), gate_up_KEY / down_KEY (one of them), router_KEY (the
 // router GEMM), mapping_blocks,
 // gate_tokens_per_block, decode, decode_split, decode_split_cols,
-// decode_split_box_rows, decode_split_pool, decode_prefetch, router_split; an unknown key or a bad value
+// decode_split_box_rows, decode_split_pool, router_split; an unknown key or a bad value
 // is an error naming `arg` and the key.
 FusedMoeOptions fused_moe_options(const std::map<std::string, int>& config, const char* arg);
 void validate_fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, DeviceType backend);

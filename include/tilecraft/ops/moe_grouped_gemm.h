@@ -81,16 +81,6 @@ struct MoeGroupedGemmArgs {
   // 128-row tile that starts on padding (MoeGroupedGemmConfig::half_skip);
   // the outputs are the same bits. The layer passes it to both projections.
   std::optional<TensorView> tile_fill;
-  // [E, N', K'] in a's dtype, 16-byte aligned, or absent: the next
-  // projection's stacked weights (the layer's down projection), for the
-  // gated decode kernel on a per-row schedule (block_m = 1, register loads;
-  // an error elsewhere). After its grid wait each CTA hands the L2 the share
-  // of its rows' experts' matrices that matches its share of each row's
-  // columns, and streams its own weights under an evict-first L2 policy, so
-  // the next kernel finds its weights in L2. Worth it only where the rows'
-  // next matrices fit well within the L2 (the layer passes it from
-  // fused_moe_prefetches_down). The outputs are the same bits.
-  std::optional<TensorView> prefetch_next;
 };
 
 // Tile configuration. 0 = choose. sm90: 1 = the Hopper wgmma kernel (128-row
@@ -217,8 +207,6 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
 bool moe_grouped_gemm_wgmma_ok(const MoeGroupedGemmArgs& a, int cc_major);
 // SMs of `device` when a GPU is there, else 0 (kernel listings on any host).
 int sm_count_if_gpu(int device);
-// The L2 size of `device` in bytes when a GPU is there, else 0.
-int64_t l2_bytes_if_gpu(int device);
 // The device's compute capability (major), or 0 without a GPU.
 int cc_major_if_gpu(int device);
 // The compute capability kernel listings choose for: `asked` when > 0

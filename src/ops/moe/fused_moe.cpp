@@ -180,10 +180,8 @@ TensorView decode_h(const Buffers& b, const Dims& d) {
   return TensorView(b.h.data, b.h.dtype, Shape{d.T * d.K, d.I}, b.h.device);
 }
 
-MoeGroupedGemmArgs decode_gate_up_args(const FusedMoeArgs& a, const Buffers& b, const Dims& d,
-                                       bool with_down_prefetch = false) {
+MoeGroupedGemmArgs decode_gate_up_args(const FusedMoeArgs& a, const Buffers& b, const Dims& d) {
   MoeGroupedGemmArgs g;
-  if (with_down_prefetch) g.prefetch_next = *a.w_down.stacked;
   g.a = a.x;
   g.a_repeat = d.K;
   g.tile_expert = flat(b.ids);
@@ -207,38 +205,6 @@ MoeGroupedGemmArgs decode_down_args(const FusedMoeArgs& a, const Buffers& b, con
   // launch began: prefetch the first weights while it runs.
   g.schedule_settled = true;
   return g;
-}
-
-// Whether the two-launch decode path's gate/up hands the down weights to
-// the L2 (FusedMoeOptions::decode_prefetch), gate/up running on config c
-// (without the prefetch) on a GPU with l2_bytes of L2 (0: unknown, listings
-// without a GPU; taken as the H200's 60 MB); an error where
-// decode_prefetch = 1 asks for it and it does not apply.
-//
-// Chosen where the rows' down matrices fill at most half the L2: the
-// gate/up stream (evict-first) passes through the rest. Qwen3-30B-A3B T = 1
-// (8 x 3 MB) on the H200: see docs/perf/fused_moe.md, session 27.
-bool prefetch_down(const FusedMoeArgs& a, const Dims& d, const FusedMoeOptions& o, const MoeGroupedGemmConfig& c,
-                   int64_t l2_bytes) {
-  if (o.decode_prefetch == 0) return false;
-  const std::string why = !a.w_down.stacked ? std::string("down weights given per expert")
-                          : c.gemv != 1 || c.block_m != 1 || c.bulk == 1
-                              ? fmt::format("gate/up on {} (not the register decode kernel)", c.str())
-                              : std::string();
-  TC_CHECK_ARG(o.decode_prefetch < 1 || why.empty(), kOp, "decode_prefetch",
-               "the two-launch decode path with stacked down weights and gate/up on the register decode kernel", why);
-  if (!why.empty()) return false;
-  if (o.decode_prefetch == 1) return true;
-  const int64_t l2 = l2_bytes > 0 ? l2_bytes : int64_t(60) << 20;
-  const int64_t down_bytes = d.H * d.I * int64_t(dtype_size(a.x.dtype));
-  return d.T * d.K * down_bytes <= l2 / 2;
-}
-
-// decode_prefetch = 1 off the two-launch decode path is an error.
-void check_prefetch_path(const FusedMoeOptions& o, bool decode, bool split) {
-  TC_CHECK_ARG(o.decode_prefetch != 1 || (decode && !split), kOp, "decode_prefetch",
-               "decode_prefetch=1 only on the two-launch decode path (decode chosen or 1, decode_split not chosen or 0)",
-               decode ? "the one-kernel decode path (decode_split)" : "the mapped path");
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -354,8 +320,6 @@ const std::vector<LayerKey>& layer_keys() {
        fmt::format("decode_split_box_rows 0 (choose) or a multiple of 8 up to {}", tc::moe::kSplitMaxBoxRows)},
       {"decode_split_pool", &FusedMoeOptions::decode_split_pool, -1, INT_MAX, 1,
        "decode_split_pool -1 (choose), 0 (no pool) or down boxes per unit"},
-      {"decode_prefetch", &FusedMoeOptions::decode_prefetch, -1, 1, 1,
-       "decode_prefetch 0 (no), 1 (gate/up hands the down weights to the L2) or -1 (choose)"},
       {"router_split", &FusedMoeOptions::router_split, -1, 0, 1,
        "router_split 0 (the grouped GEMM's own choice) or -1 (choose: spread the router GEMM over the SMs)"},
   };
@@ -550,7 +514,6 @@ std::vector<jit::KernelSpec> fused_moe_kernel_specs(const FusedMoeArgs& a, const
   });
   MoeTopkGateArgs g{b.logits, a.bias, b.ids, b.weights};
   const auto split = split_path(a, d, o, cc, sms);  // before the branch: decode_split=1 off the decode path is an error
-  check_prefetch_path(o, decode_path(a, d, o), split.has_value());
   if (decode_path(a, d, o)) {
     if (!p.given_routing) specs.push_back(moe_topk_gate_kernel_spec(g, p.gate));
     if (split) {
@@ -558,10 +521,7 @@ std::vector<jit::KernelSpec> fused_moe_kernel_specs(const FusedMoeArgs& a, const
         specs.push_back(s);
       return specs;
     }
-    const bool pf = prefetch_down(a, d, o, in_gemm(LayerGemm::kGateUp, [&] {
-      return moe_grouped_gemm_config(decode_gate_up_args(a, b, d), o.gate_up, cc, sms);
-    }), l2_bytes_if_gpu(a.x.device.index));
-    add_projection(true, decode_gate_up_args(a, b, d, pf), o.gate_up);
+    add_projection(true, decode_gate_up_args(a, b, d), o.gate_up);
     add_projection(false, decode_down_args(a, b, d), o.down);
     return specs;
   }
@@ -620,7 +580,6 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
       moe_grouped_gemm(ra, stream, options(router_config(ra, d, o, info.cc_major, info.sm_count)));
     });
   const MoeTopkGateArgs gate_args{b.logits, a.bias, b.ids, b.weights};
-  check_prefetch_path(o, decode_path(a, d, o), split.has_value());
   if (decode_path(a, d, o)) {  // gate, gate/up, down + combine
     if (route && runs(o, FusedMoeStage::kGate)) moe_topk_gate(gate_args, p.gate, stream, o.compile);
     if (split) {  // the streaming kernel is the gate/up stage, the combine the down stage
@@ -628,12 +587,7 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
                    runs(o, FusedMoeStage::kDown));
       return;
     }
-    if (runs(o, FusedMoeStage::kGateUp)) {
-      const bool pf = prefetch_down(a, d, o, in_gemm(LayerGemm::kGateUp, [&] {
-        return moe_grouped_gemm_config(decode_gate_up_args(a, b, d), o.gate_up, info.cc_major, info.sm_count);
-      }), info.l2_bytes);
-      project(true, decode_gate_up_args(a, b, d, pf));
-    }
+    if (runs(o, FusedMoeStage::kGateUp)) project(true, decode_gate_up_args(a, b, d));
     if (runs(o, FusedMoeStage::kDown)) project(false, decode_down_args(a, b, d));
     return;
   }

@@ -303,14 +303,6 @@ void validate_moe_grouped_gemm(const MoeGroupedGemmArgs& a, DeviceType backend) 
   if (a.row_scale) check_tensor(*a.row_scale, kOp, "row_scale", {DType::kF32}, Shape{M}, backend);
   if (a.row_token) check_tensor(*a.row_token, kOp, "row_token", {DType::kI32}, Shape{M}, backend);
   if (a.tile_fill) check_tensor(*a.tile_fill, kOp, "tile_fill", {DType::kI32}, Shape{M}, backend);
-  if (a.prefetch_next) {
-    const TensorView& nx = *a.prefetch_next;
-    check_tensor(nx, kOp, "prefetch_next", {dt}, 3, backend);
-    TC_CHECK_ARG(nx.shape[0] == E, kOp, "prefetch_next", fmt::format("[E, N', K'] with E = {} (as w)", E), nx.describe());
-    TC_CHECK_ARG(nx.shape[1] * nx.shape[2] % 8 == 0 && reinterpret_cast<uintptr_t>(nx.data) % 16 == 0, kOp,
-                 "prefetch_next", "16-byte aligned expert matrices (N' x K' a multiple of 8, the base on 16 bytes)",
-                 nx.describe());
-  }
   if (backend == DeviceType::kCUDA) {
     const int dev = a.a.device.index;
     auto same = [&](const TensorView& t, const std::string& arg) {
@@ -329,7 +321,6 @@ void validate_moe_grouped_gemm(const MoeGroupedGemmArgs& a, DeviceType backend) 
     if (a.row_scale) same(*a.row_scale, "row_scale");
     if (a.row_token) same(*a.row_token, "row_token");
     if (a.tile_fill) same(*a.tile_fill, "tile_fill");
-    if (a.prefetch_next) same(*a.prefetch_next, "prefetch_next");
   }
 }
 
@@ -509,11 +500,6 @@ int sm_count_if_gpu(int device) {
   return info ? info->sm_count : 0;
 }
 
-int64_t l2_bytes_if_gpu(int device) {
-  const auto info = device_info_if_gpu(device);
-  return info ? info->l2_bytes : 0;
-}
-
 int cc_major_if_gpu(int device) {
   const auto info = device_info_if_gpu(device);
   return info ? info->cc_major : 0;
@@ -592,17 +578,8 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                              kBulkSmemBytes / 1024),
                  why);
     c.bulk = over.bulk >= 0 ? over.bulk : why.empty() && bulk_by_default(a, sm_count) ? 1 : 0;
-    if (a.prefetch_next) {
-      TC_CHECK_ARG(c.block_m == 1 && dual && a.combine == 1, kOp, "prefetch_next",
-                   "the gated decode kernel on a per-row schedule (block_m = 1)",
-                   fmt::format("block_m {}, {}, combine {}", c.block_m, dual ? "gated" : "plain", a.combine));
-      TC_CHECK_ARG(over.bulk != 1, kOp, "prefetch_next", "the register-load decode kernel (bulk 0 or -1)", "bulk=1");
-      c.bulk = 0;
-    }
     return c;
   }
-  TC_CHECK_ARG(!a.prefetch_next, kOp, "prefetch_next", "the decode kernel (gemv=1) on a per-row schedule",
-               fmt::format("the MMA kernels (block_m {})", c.block_m));
   const bool sm90_ok = (c.block_m == 128 || c.block_m == 64) && moe_grouped_gemm_wgmma_ok(a, cc_major);
   TC_CHECK_ARG(over.sm90 >= -1 && over.sm90 <= 2, kOp, "sm90",
                "0 (mma.sync), 1 (wgmma) or 2 (warp-specialised wgmma)", std::to_string(over.sm90));
@@ -744,11 +721,7 @@ jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const 
             true};
   if (c.gemv == 1)
     return {"moe/grouped_gemv.cuh", "tc::moe::grouped_gemv_kernel",
-            a.prefetch_next ? std::vector<std::string>{in, out, "1", std::to_string(c.block_n), gated,
-                                                       std::to_string(table), "true"}
-                            : std::vector<std::string>{in, out, std::to_string(c.block_m), std::to_string(c.block_n),
-                                                       gated, std::to_string(table)},
-            cfg + (a.prefetch_next ? " prefetch-next" : ""), true};
+            {in, out, std::to_string(c.block_m), std::to_string(c.block_n), gated, std::to_string(table)}, cfg, true};
   if (c.sm90)
     return {c.sm90 == 2 ? "moe/grouped_gemm_sm90_ws.cuh" : "moe/grouped_gemm_sm90.cuh",
             c.sm90 == 2 ? "tc::moe::grouped_gemm_sm90_ws_kernel" : "tc::moe::grouped_gemm_sm90_kernel",
@@ -873,8 +846,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
                         uint64_t(vec) << 41 | uint64_t(table) << 42 | uint64_t(c.sm90) << 53 |
                         uint64_t(std::max(c.tma, 0)) << 55 | uint64_t(c.k_splits > 1) << 57 |
                         uint64_t(c.gemv == 1) << 58 | uint64_t(c.tma_store == 1) << 59 | uint64_t(a.combine > 1) << 60 |
-                        uint64_t(c.cluster == 2) << 61 | uint64_t(c.gemv == 1 && c.bulk == 1) << 62 |
-                        uint64_t(a.prefetch_next.has_value()) << 63;
+                        uint64_t(c.cluster == 2) << 61 | uint64_t(c.gemv == 1 && c.bulk == 1) << 62;
   const BulkPlan bulk = c.gemv == 1 && c.bulk == 1 ? bulk_plan(a) : BulkPlan{};
   // (A bulk kernel's ring depends on the shape: its limit is raised once to the most any takes.)
   const int smem = bulk.fits ? int(bulk.smem()) : smem_bytes(c, dual);
@@ -904,11 +876,6 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   p.a_repeat = int(a.a_repeat), p.combine = int(a.combine);
   p.tile_fill = a.tile_fill && c.half_skip != 0 ? a.tile_fill->ptr<int>() : nullptr;
   p.multicast = c.multicast;
-  if (a.prefetch_next) {
-    const TensorView& nx = *a.prefetch_next;
-    p.next_w = static_cast<const char*>(nx.data);
-    p.next_bytes = nx.shape[1] * nx.shape[2] * int64_t(dtype_size(nx.dtype));
-  }
   if (a.schedule_settled && c.gemv == 1 && a.combine > 1) {
     // Settled: the slots before the grid wait (-1), and with prefetch=1 the
     // first weights into L2. The CTAs resident at once (2 per SM) prefetch
