@@ -435,31 +435,20 @@ __global__ void __launch_bounds__(kSplitThreads, 1) decode_split_kernel(const __
 // slices of slots g, g + 8, ... (slice order fixed, loads independent: the
 // combine is latency-bound, and one thread per column walking every
 // partial row in turn took 14 us at DeepSeek-V3 T = 1), leaves each slot's
-// rounded sum in shared memory, and warp 0 chains the slots in order. The
-// slots' ids and weights are read before the grid wait: the gate (or the
-// caller) wrote them before the streaming kernel began, whose every CTA
-// passed its own wait before this kernel could launch. So after the wait
-// one round of loads of up to 16 slices per slot remains.
+// rounded sum in shared memory, and warp 0 chains the slots in order.
 template <typename T, typename OutT>
 __global__ void __launch_bounds__(kCombineThreads) decode_split_combine_kernel(const DecodeSplitParams p) {
   extern __shared__ float slot_sum[];  // [S][kCombineCols]
-  __shared__ float scale[kSplitMaxSlots];
-  __shared__ int live[kSplitMaxSlots];  // the slot has an expert (else it adds nothing)
-  if (threadIdx.x < p.S) {
-    const int e = p.ids[threadIdx.x];
-    live[threadIdx.x] = e >= 0 && e < p.E;
-    scale[threadIdx.x] = p.scale ? p.scale[threadIdx.x] : 1.f;
-  }
-  __syncthreads();
   grid_dependency_begin();
   const int c = threadIdx.x % kCombineCols, g = threadIdx.x / kCombineCols;
   const int n = blockIdx.x * kCombineCols + c;
   if (n < p.H) {
     for (int j = g; j < p.S; j += kCombineThreads / kCombineCols) {
+      const int e = p.ids[j];
       float y = 0.f;
-      if (live[j]) {
+      if (e >= 0 && e < p.E) {
         const float* row = p.partial + (long long)j * p.slices * p.H + n;
-#pragma unroll 16
+#pragma unroll 8
         for (int s = 0; s < p.slices; ++s) y += row[(long long)s * p.H];
         y = to_float(from_float<OutT>(y));
       }
@@ -469,8 +458,11 @@ __global__ void __launch_bounds__(kCombineThreads) decode_split_combine_kernel(c
   __syncthreads();
   if (g != 0 || n >= p.H) return;
   float o = 0.f;
-  for (int j = 0; j < p.S; ++j)
-    if (live[j]) o = fmaf(scale[j], slot_sum[j * kCombineCols + c], o);
+  for (int j = 0; j < p.S; ++j) {
+    const int e = p.ids[j];
+    if (e < 0 || e >= p.E) continue;
+    o = fmaf(p.scale ? p.scale[j] : 1.f, slot_sum[j * kCombineCols + c], o);
+  }
   static_cast<OutT*>(p.out)[n] = from_float<OutT>(o);
 }
 
