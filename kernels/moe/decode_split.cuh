@@ -398,11 +398,13 @@ struct DecodeSplit {
   static __device__ __forceinline__ void combine(const DecodeSplitParams& p, float* slot_sum, int chunk) {
     unsigned* bar = p.combine_barrier;
     __syncthreads();  // every thread's partials are written
+    trace_stamp(9);
     if (threadIdx.x == 0) {
       atomic_add_acq_rel_gpu(bar, 1u);  // releases them, the block's through the barrier
       while (load_acquire_gpu(bar) < gridDim.x) __nanosleep(64);
     }
     __syncthreads();  // the block reads what thread 0 acquired
+    trace_stamp(10);
     const int n0 = int((long long)p.H * blockIdx.x / gridDim.x);
     const int n1 = int((long long)p.H * (blockIdx.x + 1) / gridDim.x);
     for (int c0 = n0; c0 < n1; c0 += chunk) {
@@ -430,6 +432,7 @@ struct DecodeSplit {
       }
       __syncthreads();  // slot_sum is read before the next chunk
     }
+    trace_stamp(11);
     // The last CTA out leaves the pair at 0 for the next launch (every CTA
     // is past its wait on [0]).
     if (threadIdx.x == 0 && atomicAdd(bar + 1, 1u) == gridDim.x - 1) {
@@ -442,7 +445,9 @@ struct DecodeSplit {
 // Trace slots (compile option `trace`): thread 0 at entry (0) and past the
 // dependency wait (1); the producer starting (2), its first down box issued
 // (3), every own copy issued (4), its end markers issued (5); consumer warp
-// 0 past its first stage wait (6), at its first down box (7), done (8).
+// 0 past its first stage wait (6), at its first down box (7), done (8);
+// with the combine here, thread 0 before the CTAs' barrier (9), past it
+// (10) and with the CTA's share of the output stored (11).
 template <typename T, typename OutT, int W>
 __global__ void __launch_bounds__(kSplitThreads, 1) decode_split_kernel(const __grid_constant__ DecodeSplitLaunch L) {
   using D = DecodeSplit<T, OutT, W>;
