@@ -397,6 +397,16 @@ struct DecodeSplit {
   // `slot_sum` (the idle ring: at least S floats per column of a chunk).
   static __device__ __forceinline__ void combine(const DecodeSplitParams& p, float* slot_sum, int chunk) {
     unsigned* bar = p.combine_barrier;
+    // The slots' weights (0 where a slot adds nothing, marked by -1 in
+    // live) into shared memory first: past the barrier every load is one
+    // round of independent partial loads.
+    __shared__ float scale[kSplitMaxSlots];
+    __shared__ int live[kSplitMaxSlots];
+    if (threadIdx.x < p.S) {
+      const int e = p.ids[threadIdx.x];
+      live[threadIdx.x] = e >= 0 && e < p.E;
+      scale[threadIdx.x] = p.scale ? p.scale[threadIdx.x] : 1.f;
+    }
     __syncthreads();  // every thread's partials are written
     trace_stamp(9);
     if (threadIdx.x == 0) {
@@ -410,11 +420,11 @@ struct DecodeSplit {
     for (int c0 = n0; c0 < n1; c0 += chunk) {
       const int cols = min(chunk, n1 - c0);
       for (int i = threadIdx.x; i < cols * p.S; i += blockDim.x) {
-        const int c = i % cols, j = i / cols, e = p.ids[j];
+        const int c = i % cols, j = i / cols;
         float y = 0.f;
-        if (e >= 0 && e < p.E) {
+        if (live[j]) {
           const float* row = p.partial + (long long)j * p.slices * p.H + c0 + c;
-#pragma unroll 8
+#pragma unroll 16
           for (int s = 0; s < p.slices; ++s) y += __ldcg(row + (long long)s * p.H);
           y = to_float(from_float<OutT>(y));
         }
@@ -423,11 +433,8 @@ struct DecodeSplit {
       __syncthreads();
       for (int c = threadIdx.x; c < cols; c += blockDim.x) {
         float o = 0.f;
-        for (int j = 0; j < p.S; ++j) {
-          const int e = p.ids[j];
-          if (e < 0 || e >= p.E) continue;
-          o = fmaf(p.scale ? p.scale[j] : 1.f, slot_sum[j * cols + c], o);
-        }
+        for (int j = 0; j < p.S; ++j)
+          if (live[j]) o = fmaf(scale[j], slot_sum[j * cols + c], o);
         static_cast<OutT*>(p.out)[c0 + c] = from_float<OutT>(o);
       }
       __syncthreads();  // slot_sum is read before the next chunk
