@@ -1152,9 +1152,6 @@ TEST(FusedMoeCpu, DecodeSplitPlan) {
                   "decode_split_pool", "64");
   TC_EXPECT_ERROR(ops::fused_moe_options({{"decode_split_pool", -2}}, "--config"), ErrorKind::kInvalidArgument,
                   "decode_split_pool", "-2");
-  EXPECT_EQ(ops::fused_moe_options({{"decode_split_combine", 0}}, "--config").decode_split_combine, 0);
-  TC_EXPECT_ERROR(ops::fused_moe_options({{"decode_split_combine", 2}}, "--config"), ErrorKind::kInvalidArgument,
-                  "decode_split_combine", "2");
   // decode_split = 2: one CTA per SM, no pool, at most 512 columns of h
   // each; its down items are the full rows that fill a stage (112 x 128
   // elements: 7 rows of 2048), and I must fit a stage.

@@ -54,7 +54,6 @@
 // order (deterministic, not the same bits).
 #include "moe/decode_split_params.cuh"
 #include "moe/grouped_gemv.cuh"
-#include "tile/atomics.cuh"
 #include "tile/grid_dependency.cuh"
 #include "tile/mbarrier.cuh"
 #include "tile/trace.cuh"
@@ -389,72 +388,12 @@ struct DecodeSplit {
     }
     if (tracer) trace_stamp_here(8);
   }
-
-  // The combine in this kernel (p.combine_barrier): once every CTA's
-  // partials are written, this CTA's share of out's columns, [H b / grid,
-  // H (b + 1) / grid), summed as decode_split_combine_kernel sums them
-  // (slices in order, rounded, then slots in order: the same bits), through
-  // `slot_sum` (the idle ring: at least S floats per column of a chunk).
-  static __device__ __forceinline__ void combine(const DecodeSplitParams& p, float* slot_sum, int chunk) {
-    unsigned* bar = p.combine_barrier;
-    // The slots' weights (0 where a slot adds nothing, marked by -1 in
-    // live) into shared memory first: past the barrier every load is one
-    // round of independent partial loads.
-    __shared__ float scale[kSplitMaxSlots];
-    __shared__ int live[kSplitMaxSlots];
-    if (threadIdx.x < p.S) {
-      const int e = p.ids[threadIdx.x];
-      live[threadIdx.x] = e >= 0 && e < p.E;
-      scale[threadIdx.x] = p.scale ? p.scale[threadIdx.x] : 1.f;
-    }
-    __syncthreads();  // every thread's partials are written
-    trace_stamp(9);
-    if (threadIdx.x == 0) {
-      atomic_add_acq_rel_gpu(bar, 1u);  // releases them, the block's through the barrier
-      while (load_acquire_gpu(bar) < gridDim.x) __nanosleep(64);
-    }
-    __syncthreads();  // the block reads what thread 0 acquired
-    trace_stamp(10);
-    const int n0 = int((long long)p.H * blockIdx.x / gridDim.x);
-    const int n1 = int((long long)p.H * (blockIdx.x + 1) / gridDim.x);
-    for (int c0 = n0; c0 < n1; c0 += chunk) {
-      const int cols = min(chunk, n1 - c0);
-      for (int i = threadIdx.x; i < cols * p.S; i += blockDim.x) {
-        const int c = i % cols, j = i / cols;
-        float y = 0.f;
-        if (live[j]) {
-          const float* row = p.partial + (long long)j * p.slices * p.H + c0 + c;
-#pragma unroll 16
-          for (int s = 0; s < p.slices; ++s) y += __ldcg(row + (long long)s * p.H);
-          y = to_float(from_float<OutT>(y));
-        }
-        slot_sum[j * cols + c] = y;
-      }
-      __syncthreads();
-      for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-        float o = 0.f;
-        for (int j = 0; j < p.S; ++j)
-          if (live[j]) o = fmaf(scale[j], slot_sum[j * cols + c], o);
-        static_cast<OutT*>(p.out)[c0 + c] = from_float<OutT>(o);
-      }
-      __syncthreads();  // slot_sum is read before the next chunk
-    }
-    trace_stamp(11);
-    // The last CTA out leaves the pair at 0 for the next launch (every CTA
-    // is past its wait on [0]).
-    if (threadIdx.x == 0 && atomicAdd(bar + 1, 1u) == gridDim.x - 1) {
-      atomicExch(bar, 0u);
-      atomicExch(bar + 1, 0u);
-    }
-  }
 };
 
 // Trace slots (compile option `trace`): thread 0 at entry (0) and past the
 // dependency wait (1); the producer starting (2), its first down box issued
 // (3), every own copy issued (4), its end markers issued (5); consumer warp
-// 0 past its first stage wait (6), at its first down box (7), done (8);
-// with the combine here, thread 0 before the CTAs' barrier (9), past it
-// (10) and with the CTA's share of the output stored (11).
+// 0 past its first stage wait (6), at its first down box (7), done (8).
 template <typename T, typename OutT, int W>
 __global__ void __launch_bounds__(kSplitThreads, 1) decode_split_kernel(const __grid_constant__ DecodeSplitLaunch L) {
   using D = DecodeSplit<T, OutT, W>;
@@ -489,11 +428,6 @@ __global__ void __launch_bounds__(kSplitThreads, 1) decode_split_kernel(const __
         atomicExch(p.sched + 1, 0u);
       }
     }
-  }
-  if (p.combine_barrier) {
-    // The ring is idle: every stage was consumed (its copies landed).
-    const long long ring_bytes = (long long)p.stages * p.box_rows * W * sizeof(T);
-    D::combine(p, reinterpret_cast<float*>(smem + D::ring_offset(p)), int(ring_bytes / (4 * p.S)));
   }
 }
 

@@ -39,13 +39,6 @@ struct DecodeSplitParams {
   const void* w_down; // [E, H, I] stacked (decode_split = 2 reads full rows by bulk copies)
   int down_rows;      // decode_split = 2: full down rows per phase-B item (n I elements fit a stage)
   unsigned* sched;
-  // A launch counter pair, or null: the streaming kernel (decode_split = 1)
-  // then also does the combine. Every CTA arrives on [0] once its partials
-  // are written, waits for all of them (the grid is at most one CTA per SM,
-  // so every CTA is resident), and sums its share of out's columns as the
-  // combine kernel does (the same bits); [1] counts the CTAs done, and the
-  // last leaves both at 0.
-  unsigned* combine_barrier;
 };
 
 // The fused kernel's launch: the down weights' tensor map lives in the

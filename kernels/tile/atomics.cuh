@@ -14,13 +14,4 @@ __device__ __forceinline__ unsigned atomic_add_acq_rel_gpu(unsigned* p, unsigned
   return old;
 }
 
-// *p, with acquire semantics at gpu scope: what was released before the
-// value read is visible to the caller (and, through a following barrier,
-// to its block).
-__device__ __forceinline__ unsigned load_acquire_gpu(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
 }  // namespace tc

@@ -108,11 +108,6 @@ struct FusedMoeOptions {
   // of DeepSeek-V3's 64, ~1 us faster on the H200; 4, 16 and 32 lose),
   // 0 = none.
   int decode_split_pool = -1;
-  // decode_split = 1's combine: 1 = in the streaming kernel (its CTAs wait
-  // for one another once their partials are written, then each sums a share
-  // of the output), 0 = a kernel of its own after it, -1 = choose (1). The
-  // same bits either way. (decode_split = 2 always takes the kernel.)
-  int decode_split_combine = -1;
   // The router GEMM ([T, H] x [E, H]^T, fp32 logits: a few tiles with a long
   // K below a few thousand tokens): -1 = choose where moe_grouped_gemm's own
   // 128-row tiles fill less than half the SMs (it ran DeepSeek-V3 T=256 on 2
@@ -133,7 +128,7 @@ struct FusedMoeOptions {
 // projections), gate_up_KEY / down_KEY (one of them), router_KEY (the
 // router GEMM), mapping_blocks,
 // gate_tokens_per_block, decode, decode_split, decode_split_cols,
-// decode_split_box_rows, decode_split_pool, decode_split_combine, router_split; an unknown key or a bad value
+// decode_split_box_rows, decode_split_pool, router_split; an unknown key or a bad value
 // is an error naming `arg` and the key.
 FusedMoeOptions fused_moe_options(const std::map<std::string, int>& config, const char* arg);
 void validate_fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, DeviceType backend);

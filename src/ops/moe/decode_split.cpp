@@ -229,12 +229,7 @@ void decode_split(const FusedMoeArgs& a, const TensorView& ids, const TensorView
   const int64_t esz = int64_t(dtype_size(a.x.dtype));
   encode_tma_map(L.down, a.w_down.stacked->data, a.x.dtype, {I, H, E}, {I * esz, H * I * esz},
                  {plan.cols, plan.box_rows}, false);
-  // The combine in the streaming kernel: its CTAs wait for one another,
-  // which the grid allows (one CTA per SM, at most one per SM of the GPU).
-  const bool fused = plan.fused_combine && !plan.balanced && stream_part && combine;
-  if (fused) p.combine_barrier = launch_counter_pair(dev, stream, "fused_moe");
   if (stream_part) jit::launch(k, unsigned(plan.grid), 1, tc::moe::kSplitThreads, unsigned(smem), stream, &L);
-  if (fused) return;
   // The balanced kernel leaves one partial row per slot (its down items
   // span all of I): the combine adds the slots only.
   if (plan.balanced) p.slices = 1;

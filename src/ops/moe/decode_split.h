@@ -31,10 +31,6 @@ struct DecodeSplitPlan {
   int64_t grid = 0;            // CTAs: one per unit, at most one per SM (balanced: one per SM)
   double fill = 0;             // units / (waves x SMs)
   size_t workspace_bytes = 0;  // the fp32 partials (units x H), then each unit's h (units x W)
-  // The streaming kernel also does the combine (not balanced): its CTAs
-  // wait for one another once their partials are written, then each sums
-  // a share of the output (DecodeSplitParams::combine_barrier).
-  bool fused_combine = false;
 };
 DecodeSplitPlan decode_split_plan(int64_t K, int64_t H, int64_t I, int sm_count, int cols, int box_rows,
                                   int pool = -1, bool balanced = false);
@@ -42,8 +38,7 @@ DecodeSplitPlan decode_split_plan(int64_t K, int64_t H, int64_t I, int sm_count,
 // balanced form where asked, the combine), for compile listings.
 std::vector<jit::KernelSpec> decode_split_kernel_specs(DType act, DType out, int cols, bool balanced = false);
 // Launches the streaming kernel (stream_part) and the combine (combine) on
-// `stream` (both in the streaming kernel where the plan fuses them and both
-// are asked for), ids and weights [1, K] (from the gate or the caller), partial:
+// `stream`: ids and weights [1, K] (from the gate or the caller), partial:
 // plan.workspace_bytes of device memory (a plan made for this device's
 // SM count: its grid).
 void decode_split(const FusedMoeArgs& a, const TensorView& ids, const TensorView& weights, void* partial,

@@ -265,7 +265,6 @@ std::optional<DecodeSplitPlan> split_path(const FusedMoeArgs& a, const Dims& d, 
   DecodeSplitPlan plan = decode_split_plan(d.K, d.H, d.I, sm_count, o.decode_split_cols, o.decode_split_box_rows,
                                            o.decode_split_pool, o.decode_split == 2);
   if (choose && !(plan.cols == 128 && plan.fill >= 0.9)) return std::nullopt;
-  plan.fused_combine = !plan.balanced && o.decode_split_combine != 0;
   return plan;
 }
 
@@ -321,8 +320,6 @@ const std::vector<LayerKey>& layer_keys() {
        fmt::format("decode_split_box_rows 0 (choose) or a multiple of 8 up to {}", tc::moe::kSplitMaxBoxRows)},
       {"decode_split_pool", &FusedMoeOptions::decode_split_pool, -1, INT_MAX, 1,
        "decode_split_pool -1 (choose), 0 (no pool) or down boxes per unit"},
-      {"decode_split_combine", &FusedMoeOptions::decode_split_combine, -1, 1, 1,
-       "decode_split_combine 0 (a kernel of its own), 1 (in the streaming kernel) or -1 (choose)"},
       {"router_split", &FusedMoeOptions::router_split, -1, 0, 1,
        "router_split 0 (the grouped GEMM's own choice) or -1 (choose: spread the router GEMM over the SMs)"},
   };
