@@ -174,6 +174,9 @@ struct DecodeSplit {
     mbar_arrive_expect_tx(&sh.x_full, row_bytes);
     bulk_load(smem, p.x, row_bytes, &sh.x_full);
     SplitRing<T, Piece> ring_q{sh.full, sh.empty, sh.piece, ring, kStageElems, S};
+    // The weights are read once: evict-first, so that the partials written
+    // meanwhile stay in L2 for the combine.
+    const unsigned long long once = l2_evict_first_policy();
     const int boxes = (p.H + R - 1) / R, own_boxes = boxes - p.pool_boxes;
     int u0, u1, lu = 0;
     units_of_cta(p, u0, u1);
@@ -187,13 +190,13 @@ struct DecodeSplit {
         const int n = min(p.gu_cols, W - c);
         const unsigned bytes = unsigned(n) * row_bytes;
         const auto st = ring_q.claim(Piece{0, lu, u, c, n}, 2 * bytes);
-        bulk_load(st.data, gate + (long long)c * p.H, bytes, st.full);
-        bulk_load(st.data + (long long)n * p.H, up + (long long)c * p.H, bytes, st.full);
+        bulk_load(st.data, gate + (long long)c * p.H, bytes, st.full, once);
+        bulk_load(st.data + (long long)n * p.H, up + (long long)c * p.H, bytes, st.full, once);
       }
       for (int r = 0; r < own_boxes * R; r += R) {
         // The whole box's bytes count, rows past H included (zeros).
         const auto st = ring_q.claim(Piece{1, lu, u, r, min(R, p.H - r)}, unsigned(R * W * sizeof(T)));
-        tma_load_3d(st.data, &L.down, slice * W, r, e, st.full);
+        tma_load_3d(st.data, &L.down, slice * W, r, e, st.full, once);
         if (lu == 0 && r == 0) trace_stamp_here(3);
       }
       ++lu;
@@ -219,7 +222,7 @@ struct DecodeSplit {
           const int u = live_unit(p, int(v % unsigned(live))), r = (own_boxes + int(v / unsigned(live))) * R;
           const int slot = u / p.slices, slice = u % p.slices;
           const auto st = ring_q.claim(Piece{2, 0, u, r, min(R, p.H - r)}, unsigned(R * W * sizeof(T)));
-          tma_load_3d(st.data, &L.down, slice * W, r, p.ids[slot], st.full);
+          tma_load_3d(st.data, &L.down, slice * W, r, p.ids[slot], st.full, once);
         }
       }
     }
