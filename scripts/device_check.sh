@@ -9,7 +9,8 @@
 #   of that workload's kernels matching NCU_KERNELS, default the grouped GEMMs and GEMVs: speed of light,
 #   memory workload, warp stalls, L2 throughput; one timed repeat; NCU_FLAGS adds bench flags such as
 #   "--config cluster=2", NCU_TAG names the log apart), ab:OP:WORKLOAD (this tree's
-#   kernel headers against each .ab_kernels/<rev> from scripts/kernel_ab.sh REV..., AB_ROUNDS rounds),
+#   kernel headers against each .ab_kernels/<rev> from scripts/kernel_ab.sh REV..., AB_ROUNDS rounds;
+#   a rev whose *_params.cuh differ from this tree's is skipped unless AB_ANY_PARAMS=1),
 #   abcfg:OP:WORKLOAD (the same binary under each of AB_CONFIGS, ';'-separated lists of key=val),
 #   abgpu (the GPU tests matching AB_GPU_TESTS under each .ab_kernels/<rev>), ncusrc:OP:WORKLOAD
 #   (one kernel's warp stalls per SASS instruction: launch NCU_SKIP of those matching NCU_KERNELS);
@@ -33,6 +34,15 @@ ab_bench() {
   TILECRAFT_KERNEL_DIR=$kd timeout ${OP_TIMEOUT:-120} $B/tilecraft bench --op "$op" --workload "$w" \
     ${BENCH_FLAGS:---warmup 2 --repeat 5 --trials 1} "$@"
   [ $? -ne 124 ] || { hung[$key]=1; echo "TIMED OUT after ${OP_TIMEOUT:-120} s (a hang?): not run again"; }
+}
+# The parameter headers (kernels/**/*_params.cuh) in which kernel directory
+# $1 differs from this tree's, space-separated (empty: none).
+ab_params_differ() {
+  local f out=""
+  for f in $(cd kernels && find . -name '*_params.cuh' | sort); do
+    cmp -s "kernels/$f" "$1/$f" || out="$out ${f#./}"
+  done
+  echo "${out# }"
 }
 ab_summary() {
   # (A wrong result keeps its marker, which follows the p90.)
@@ -70,6 +80,8 @@ for s in $steps; do
         case "$(cat "$kd/NAME" 2>/dev/null)" in
           diag/*) step "abgpu $rev" "skipped: $(cat "$kd/NAME") is a diagnostic (wrong results by design)"; continue ;;
         esac
+        differ=$([ -z "${AB_ANY_PARAMS:-}" ] && ab_params_differ "$kd")
+        [ -z "$differ" ] || { step "abgpu $rev" "skipped: its kernel parameter headers differ ($differ)"; continue; }
         (cd $B && TILECRAFT_KERNEL_DIR="$PWD/../$kd" timeout ${GPU_TIMEOUT:-480} \
           ctest -L gpu -R "${AB_GPU_TESTS:-WarpSpecialised|CtaPairs}" -j "${GPU_JOBS:-2}" --output-on-failure) \
           > "$OUT/abgpu_$rev.log" 2>&1
@@ -180,6 +192,14 @@ for s in $steps; do
       for r in $(seq "${AB_ROUNDS:-2}"); do
         for kd in "" $olds; do
           echo "### round $r ${kd:-this tree} $([ -n "$kd" ] && cat "$kd/REVISION")"
+          # The binary fills the parameter structs of this tree's headers:
+          # kernels built on other ones would read them at other offsets.
+          # (AB_ANY_PARAMS=1 runs it anyway, e.g. where only comments differ.)
+          differ=$([ -n "$kd" ] && [ -z "${AB_ANY_PARAMS:-}" ] && ab_params_differ "$kd")
+          if [ -n "$differ" ]; then
+            echo "skipped: its kernel parameter headers differ from this tree's ($differ); compare such trees by a config A/B (abcfg) in one tree, or set AB_ANY_PARAMS=1 if only comments differ"
+            continue
+          fi
           ab_bench "${kd:-tree}" "${kd:+$PWD/$kd}" "$op" "$w"
         done
       done > "$log" 2>&1

@@ -9,6 +9,10 @@
 #              scripts/device_check.sh build ab:fused_moe:qwen3-30b-a3b-T1 ...
 #              (AB_ROUNDS rounds of this tree then each REV in order; BENCH_FLAGS as for bench steps)
 # A variant that is not a commit yet: commit it on a scratch branch and name that.
+# Only kernel code: a revision whose parameter headers (*_params.cuh) differ
+# from the working tree's is skipped on the device (the binary would pass it
+# structs of another layout; session 27 saw illegal instructions so), and
+# such a change is compared by a config key in one tree (abcfg) instead.
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: scripts/kernel_ab.sh REV [REV...]" >&2; exit 2; }
 cd "$(git rev-parse --show-toplevel)"
@@ -24,4 +28,9 @@ for rev in "$@"; do
   echo "$full" > "$d/REVISION"
   echo "$rev" > "$d/NAME"  # as given: abgpu skips diag/* (wrong results by design)
   echo "kernel_ab: $d holds kernels/ of $rev ($(find "$d" -name '*.cuh' | wc -l) headers)"
+  # The device's ab step skips a revision whose parameter structs differ
+  # from the working tree's (the binary fills this tree's); say so now.
+  for f in $(cd kernels && find . -name '*_params.cuh' | sort); do
+    cmp -s "kernels/$f" "$d/$f" || echo "kernel_ab: warning: ${f#./} differs from the working tree's: the ab step will skip $rev" >&2
+  done
 done
