@@ -46,7 +46,7 @@ ab_params_differ() {
 }
 ab_summary() {
   # (A wrong result keeps its marker, which follows the p90.)
-  grep -E "^###|^\[|gate_up |down |mapping |kernel_only|WRONG|ERROR|TIMED OUT" "$1" |
+  grep -E "^###|^\[|gate_up |down |mapping |kernel_only|WRONG|ERROR|TIMED OUT|^skipped" "$1" |
     sed -E 's/ +\(.*WRONG RESULT.*/ WRONG RESULT/; s/ +\(.*//' | cut -c1-140
 }
 
