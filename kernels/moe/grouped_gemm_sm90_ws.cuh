@@ -366,16 +366,17 @@ struct GroupedGemmSm90Ws {
     }
   }
 
-  // Ping-pong: one k-step of this warpgroup's tile, both 64-row halves (a
-  // half that holds no rows skips its MMAs), one commit group.
-  static __device__ __forceinline__ void compute_stage_pp(const char* stage, float (&acc)[2][kB][kAcc], bool live0,
-                                                          bool live1) {
+  // Ping-pong: one k-step of this warpgroup's tile, one commit group: both
+  // 64-row halves, or with `lower_only` (the upper half holds no rows) the
+  // first. No branch between the fence and the commit: ptxas serialises the
+  // wgmmas of a group that has one (C7520; 2x slower, session 28).
+  template <bool kLowerOnly>
+  static __device__ __forceinline__ void compute_stage_pp(const char* stage, float (&acc)[2][kB][kAcc]) {
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kGemmBK / 16; ++ks) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        if (!(h ? live1 : live0)) continue;
+      for (int h = 0; h < (kLowerOnly ? 1 : 2); ++h) {
         const unsigned long long da = wgmma_desc(stage + h * 64 * 128 + ks * 32, 16, 1024);
         if constexpr (Base::kDualAsOne) {
           Wgmma<T, 2 * Base::WN, LAYOUT>::run(reinterpret_cast<float(&)[2 * kAcc]>(acc[h]), da,
@@ -424,13 +425,14 @@ struct GroupedGemmSm90Ws {
         for (int m = 0; m < kB; ++m)
 #pragma unroll
           for (int jj = 0; jj < kAcc; ++jj) acc[h][m][jj] = 0.f;
-      const bool live0 = !p.tile_fill || p.tile_fill[w.tile.row0] >= 0;
+      // (A tile in use holds its expert's rows first: its lower half always has one.)
       const bool live1 = !p.tile_fill || p.tile_fill[w.tile.row0 + 64] >= 0;
       for (int t = 0; t < kt; ++t, ++g) {
         const unsigned s = g % STAGES;
         mbar_wait(full + s, (g / STAGES) & 1u);
         fence_async_shared();  // (cp.async A rows, seen through the barrier, before wgmma reads)
-        compute_stage_pp(smem + s * kStageBytes, acc, live0, live1);
+        if (live1) compute_stage_pp<false>(smem + s * kStageBytes, acc);
+        else compute_stage_pp<true>(smem + s * kStageBytes, acc);
         wgmma_wait<1>();  // k-step g - 1's MMAs retired: its slot may be refilled
         if (t > 0 && releaser) mbar_arrive(empty + (g - 1) % STAGES);
       }
