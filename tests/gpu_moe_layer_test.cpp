@@ -115,30 +115,6 @@ TEST(GpuMoeGroupedGemm, CtaPairs) {
           << w << " persistent=" << persistent << " group_m=" << g;
 }
 
-// Ping-pong consumers (pingpong=1: each warpgroup a whole 128 x block_n tile,
-// every other one) on every 128-row form with TMA weights: stacked [N, K]
-// and [K, N], per-expert pointers, tails, rows off 16 bytes (consumer
-// stores), A gathered and by TMA, row_token padding; stores by TMA and by
-// the consumers; tiles from the counter, a static walk and one CTA per tile
-// (where a warpgroup may get no tile at all).
-TEST(GpuMoeGroupedGemm, PingPong) {
-  TC_REQUIRE_GPU();
-  for (int store : {-1, 0})
-    for (const char* w : {"prefill-bm128", "prefill-bm128-kn", "prefill-kn-tails", "prefill-nk", "race-layout-small",
-                          "nk-tails-bm128", "nk-rows-unaligned-bm128", "contiguous-a", "contiguous-a-kn-tails",
-                          "tall-tiles", "contiguous-a-row-token-bm128"})
-      EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w,
-                                                 {{"sm90", 2}, {"pingpong", 1}, {"tma_store", store}}),
-                3)
-          << w << " tma_store=" << store;
-  for (int persistent : {2, 1, 0})
-    for (const char* w : {"many-tiles", "many-tiles-contiguous"})
-      EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w,
-                                                 {{"sm90", 2}, {"pingpong", 1}, {"persistent", persistent}}),
-                3)
-          << w << " persistent=" << persistent;
-}
-
 // Split K on the mma.sync kernel: whole and ragged K slices, both layouts,
 // per-expert pointer tables (64 and 512 entries), scalar loads, empty experts.
 TEST(GpuMoeGroupedGemm, SplitK) {
@@ -584,31 +560,6 @@ TEST(GpuFusedMoe, CtaPairsKeepTheBits) {
         EXPECT_TRUE(same_bits(want, L.out.to_host()))
             << "persistent " << persistent << ", half_skip " << skip << ", multicast " << mc;
       }
-}
-
-// Ping-pong consumers in the layer give the same bits as the default
-// (shared tiles): each output's k-steps run in the same order through the
-// same MMA shape per 64 rows, only the tile's width and its warpgroup
-// change. With half-skipped tiles, eager and replayed from a CUDA graph.
-TEST(GpuFusedMoe, PingPongKeepsTheBits) {
-  TC_REQUIRE_GPU();
-  Layer L(600, 16, 4, 96);
-  rt::Stream s;
-  ops::FusedMoeWorkspace ws;
-  ASSERT_EQ(ops::fused_moe_block_m(L.args(), L.params()), 128);
-  ops::fused_moe(L.args(), L.params(), s.get(), &ws, {});
-  s.sync();
-  const HostTensor want = L.out.to_host();
-  ops::FusedMoeOptions o;
-  o.gate_up.pingpong = o.down.pingpong = 1;
-  for (int skip : {0, 1}) {
-    o.gate_up.half_skip = o.down.half_skip = skip;
-    L.out.fill_bytes(0xff);
-    ops::fused_moe(L.args(), L.params(), s.get(), &ws, o);
-    s.sync();
-    EXPECT_TRUE(same_bits(want, L.out.to_host())) << "half_skip " << skip;
-  }
-  expect_graph_replays_bits(L, s, ws, o, want, 2);
 }
 
 // The default CTA pairs (gate/up of 256 experts at about one 128-row tile

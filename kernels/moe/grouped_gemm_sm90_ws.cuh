@@ -28,17 +28,6 @@
 // which the consumers give once stage t - STAGES + 1 (issued earlier, and
 // published by the hardware when it lands) is in.
 //
-// PP (ping-pong; 128-row tiles, TMA weights, one CTA per tile): each
-// consumer warpgroup owns whole tiles, 128 rows x BN (two m64 halves, 128
-// accumulators: BN = 128 plain, 64 + 64 gated), taking every other tile
-// with work; both walk every unit, skipping the k-steps of the other's
-// tiles. The producer fills the ring in unit order as before, so while one
-// warpgroup stores its tile the other multiplies: the epilogue (8-23% of
-// the cooperative kernel's time on compute-bound shapes, session 17) runs
-// under the other's MMAs, at a third more L2 -> SM bytes per FLOP (128 x
-// 128 tiles instead of 128 x 256). A slot is released by its owner's 4
-// warps.
-//
 // CLUSTER = 2 (TMA weights only): CTAs 2c and 2c + 1 form a cluster that
 // takes tile pairs (2u, 2u + 1), CTA rank r tile 2u + r. With p.multicast,
 // where both tiles read the same weights (same expert, same columns: adjacent
@@ -98,23 +87,17 @@ __device__ __forceinline__ void bulk_wait_read() {
 __device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
 template <typename T, typename OutT, int BM, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE, bool TMA,
-          bool TMA_A, bool TMA_C, int CLUSTER, bool PP>
+          bool TMA_A, bool TMA_C, int CLUSTER>
 struct GroupedGemmSm90Ws {
   static_assert(TMA || !TMA_A, "A by TMA only with the weights by TMA");
   static_assert(CLUSTER == 1 || (CLUSTER == 2 && TMA), "CTA pairs share weights by TMA multicast only");
   static constexpr bool kPair = CLUSTER == 2;
-  static_assert(!PP || (BM == 128 && TMA && CLUSTER == 1), "ping-pong: 128-row tiles, TMA weights, one CTA per tile");
   static_assert(TMA || !TMA_C, "stores by TMA only with the weights by TMA (the launch that carries maps)");
   using Base = GroupedGemmSm90<T, OutT, BM, BN, STAGES, LAYOUT, DUAL, TABLE>;
   using Launch = typename GroupedGemmLaunchOf<TMA, TABLE ? TABLE : 1>::type;
   static constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups
   static constexpr int kB = Base::kB, kAcc = Base::kAcc, kABytes = Base::kABytes, kBBytes = Base::kBBytes;
   static constexpr int kStageBytes = Base::kStageBytes;
-  // Ping-pong: a warpgroup's tile is both 64-row halves (kHalves sets of
-  // accumulators), at most 128 registers.
-  static constexpr int kHalves = PP ? 2 : 1;
-  static_assert(!PP || kHalves * kB * kAcc <= 128, "ping-pong tiles: BN = 128 plain, 64 gated");
-  static constexpr int kReleasers = PP ? 4 : 8;  // consumer warps releasing a slot (one warpgroup's, or both)
   // Ring, the consumers' epilogue staging (kGemmWsStagingBytes), A-row
   // sources, 2 * STAGES stage mbarriers, 4 tile-ring mbarriers and 2 tile
   // indices; + alignment slack.
@@ -241,7 +224,7 @@ struct GroupedGemmSm90Ws {
   // the tile's last ring slot (store_tile_tma), where it holds both
   // warpgroups' staging.
   static constexpr bool kHoldSlot =
-      !PP && TMA_C && Base::WN / Base::kPassCols > 1 && kStageBytes >= 2 * Base::kStagingBytes;
+      TMA_C && Base::WN / Base::kPassCols > 1 && kStageBytes >= 2 * Base::kStagingBytes;
   struct Sched {
     long long* ring;
     unsigned long long *tfull, *tempty;
@@ -366,90 +349,6 @@ struct GroupedGemmSm90Ws {
     }
   }
 
-  // Ping-pong: one k-step of this warpgroup's tile, one commit group: both
-  // 64-row halves, or with `lower_only` (the upper half holds no rows) the
-  // first. No branch between the fence and the commit: ptxas serialises the
-  // wgmmas of a group that has one (C7520; 2x slower, session 28).
-  template <bool kLowerOnly>
-  static __device__ __forceinline__ void compute_stage_pp(const char* stage, float (&acc)[2][kB][kAcc]) {
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < kGemmBK / 16; ++ks) {
-#pragma unroll
-      for (int h = 0; h < (kLowerOnly ? 1 : 2); ++h) {
-        const unsigned long long da = wgmma_desc(stage + h * 64 * 128 + ks * 32, 16, 1024);
-        if constexpr (Base::kDualAsOne) {
-          Wgmma<T, 2 * Base::WN, LAYOUT>::run(reinterpret_cast<float(&)[2 * kAcc]>(acc[h]), da,
-                                              Base::b_desc(stage + kABytes, 0, ks), 1);
-        } else {
-#pragma unroll
-          for (int m = 0; m < kB; ++m)
-            Wgmma<T, Base::WN, LAYOUT>::run(acc[h][m], da, Base::b_desc(stage + kABytes + m * kBBytes, 0, ks), 1);
-        }
-      }
-    }
-    wgmma_commit();
-  }
-
-  // Ping-pong consumer warpgroup cw: every other tile with work, its
-  // k-steps at the same ring positions g the producer filled them at.
-  static __device__ __forceinline__ void consume_pp(const Launch& L, char* smem, char* staging,
-                                                    unsigned long long* full, unsigned long long* empty,
-                                                    const Sched& q, bool dynamic, long long units, long long first,
-                                                    long long stride, int tiles, int kt, int cw) {
-    const GroupedGemmParams& p = L.p;
-    const bool releaser = threadIdx.x % 32 == 0;
-    const bool tracer = kTraceOn && threadIdx.x % 128 == 0;
-    char* buf = staging + cw * Base::kStagingBytes;
-    unsigned g = 0;
-    int with_work = 0;
-    bool first_tile = true;
-    Work w;
-    for (int j = 0;; ++j) {
-      const long long u = dynamic ? read_tile(q, j, 0u) : first + j * stride;
-      if (u >= units) break;
-      if (!work_at(p, u, tiles, 0u, w)) continue;
-      if ((with_work++ & 1) != cw) {  // the other warpgroup's tile
-        g += unsigned(kt);
-        continue;
-      }
-      if (tracer) {
-        if (first_tile) trace_stamp_here(cw ? 7 : 4);
-        first_tile = false;
-        trace_stamp_here(cw ? 8 : 5);
-      }
-      float acc[2][kB][kAcc];
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int m = 0; m < kB; ++m)
-#pragma unroll
-          for (int jj = 0; jj < kAcc; ++jj) acc[h][m][jj] = 0.f;
-      // (A tile in use holds its expert's rows first: its lower half always has one.)
-      const bool live1 = !p.tile_fill || p.tile_fill[w.tile.row0 + 64] >= 0;
-      for (int t = 0; t < kt; ++t, ++g) {
-        const unsigned s = g % STAGES;
-        mbar_wait(full + s, (g / STAGES) & 1u);
-        fence_async_shared();  // (cp.async A rows, seen through the barrier, before wgmma reads)
-        if (live1) compute_stage_pp<false>(smem + s * kStageBytes, acc);
-        else compute_stage_pp<true>(smem + s * kStageBytes, acc);
-        wgmma_wait<1>();  // k-step g - 1's MMAs retired: its slot may be refilled
-        if (t > 0 && releaser) mbar_arrive(empty + (g - 1) % STAGES);
-      }
-      wgmma_wait<0>();
-      if (kt > 0 && releaser) mbar_arrive(empty + (g - 1) % STAGES);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        if constexpr (TMA_C) store_tile_tma(L, acc[h], h, w.tile.row0, w.tile.col0, buf, nullptr, 2 + cw);
-        else Base::store_tile_staged(p, acc[h], h, w.tile.row0, w.tile.col0, buf, 2 + cw);
-      }
-    }
-    if constexpr (TMA_C) {
-      if (threadIdx.x % 128 == 0) bulk_wait();  // the staging stays until the last stores are done
-    }
-    if (tracer) trace_stamp_here(cw ? 9 : 6);
-  }
-
   static __device__ __forceinline__ void run(const Launch& L) {
     const GroupedGemmParams& p = L.p;
     extern __shared__ __align__(1024) char smem_raw[];
@@ -466,7 +365,7 @@ struct GroupedGemmSm90Ws {
       // With pairs each slot is released by both CTAs' consumer warps, and
       // rank 0's tile ring is read by both CTAs (and rank 1's producer).
       for (int s = 0; s < STAGES; ++s)
-        mbar_init(full + s, TMA_A ? 1 : TMA ? 129 : 128), mbar_init(empty + s, kPair ? 16 : kReleasers);
+        mbar_init(full + s, TMA_A ? 1 : TMA ? 129 : 128), mbar_init(empty + s, kPair ? 16 : 8);
       for (int s = 0; s < kTileRing; ++s) mbar_init(q.tfull + s, 1), mbar_init(q.tempty + s, kPair ? 17 : 8);
       mbar_init_fence();
     }
@@ -565,10 +464,6 @@ struct GroupedGemmSm90Ws {
 
     asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n" ::: "memory");
     const int cw = wg - 1;  // consumer 0 or 1: its 64-row half (BM = 128) or column half (BM = 64)
-    if constexpr (PP) {
-      consume_pp(L, smem, staging, full, empty, q, dynamic, units, first, stride, tiles, kt, cw);
-      return;
-    }
     const bool releaser = threadIdx.x % 32 == 0;  // one arrival per consumer warp
     // kHoldSlot: a tile's last slot stays unreleased through its epilogue
     // (odd passes stage in it) and is released after the next k-step's MMAs
@@ -639,11 +534,11 @@ struct GroupedGemmSm90Ws {
 // 6; 6 - 5 is its last tile. (None while accumulators are live: the
 // consumers are at their register limit.)
 template <typename T, typename OutT, int BM, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE, bool TMA,
-          bool TMA_A, bool TMA_C, int CLUSTER, bool PP>
+          bool TMA_A, bool TMA_C, int CLUSTER>
 __global__ void __launch_bounds__(384, 1)
     grouped_gemm_sm90_ws_kernel(const __grid_constant__ typename GroupedGemmLaunchOf<TMA, TABLE ? TABLE : 1>::type L) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  GroupedGemmSm90Ws<T, OutT, BM, BN, STAGES, LAYOUT, DUAL, TABLE, TMA, TMA_A, TMA_C, CLUSTER, PP>::run(L);
+  GroupedGemmSm90Ws<T, OutT, BM, BN, STAGES, LAYOUT, DUAL, TABLE, TMA, TMA_A, TMA_C, CLUSTER>::run(L);
 #endif
 }
 

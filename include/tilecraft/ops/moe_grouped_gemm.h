@@ -142,12 +142,6 @@ struct MoeGroupedGemmConfig {
   // on the H200 the multicast made every measured layer slower than the
   // same pairs without it). A launch parameter.
   int multicast = -1;
-  // Warp-specialised kernel, 128-row tiles, TMA weights, one CTA per tile:
-  // 1 = ping-pong consumers, each warpgroup a whole 128 x block_n tile
-  // (block_n 128 plain, 64 gated) taking every other tile, so one stores
-  // while the other multiplies; 0 = both warpgroups share each 128 x
-  // block_n tile (64 rows each); -1 = choose (0). Same bits either way.
-  int pingpong = -1;
   // Decode combine kernel with schedule_settled: 1 = also hand each slot's
   // first weights to the L2 before the grid wait (within half the L2),
   // 0 = only read the first item's slots there, -1 = choose (0: on the H200

@@ -179,16 +179,14 @@ std::string MoeGroupedGemmConfig::str() const {
     return fmt::format("wgmma-ws bm={} bn={} bk={} stages={} warpgroups=1+2{}{}{}{}", block_m, block_n, kBK, stages,
                        tma == 2 ? " tma-a+weights" : tma == 1 ? " tma-weights" : "", tma_store == 1 ? " tma-store" : "",
                        persistent == 2 ? " persistent-dynamic" : persistent == 1 ? " persistent" : "",
-                       cluster == 2 ? (multicast == 1 ? " cta-pairs-multicast" : " cta-pairs")
-                       : pingpong == 1 ? " pingpong"
-                                       : "");
+                       cluster == 2 ? (multicast == 1 ? " cta-pairs-multicast" : " cta-pairs") : "");
   return fmt::format("mma bm={} bn={} bk={} stages={} warps={}x{}{}", block_m, block_n, kBK, stages, warps_m, warps_n,
                      k_splits > 1 ? fmt::format(" split-k={}", k_splits) : "");
 }
 
 const char* moe_grouped_gemm_config_keys() {
   return "block_m, block_n, stages, warps_m, warps_n, sm90, tma, persistent, k_splits, group_m, gemv, tma_store, "
-         "half_skip, prefetch, balance, bulk, cluster, multicast, pingpong";
+         "half_skip, prefetch, balance, bulk, cluster, multicast";
 }
 
 bool is_moe_grouped_gemm_config_key(const std::string& key) {
@@ -220,7 +218,6 @@ void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, 
   else if (key == "bulk") c.bulk = value;
   else if (key == "cluster") c.cluster = value;
   else if (key == "multicast") c.multicast = value;
-  else if (key == "pingpong") c.pingpong = value;
   else
     throw_arg_error(ErrorKind::kInvalidArgument, op, arg, std::string("keys ") + moe_grouped_gemm_config_keys(),
                     "'" + key + "'");
@@ -360,7 +357,7 @@ int auto_k_splits(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c, in
 // per item.
 bool mma_overrides(const MoeGroupedGemmConfig& o) {
   return o.sm90 >= 1 || o.tma >= 1 || o.persistent >= 1 || o.k_splits > 1 || o.stages || o.warps_m || o.warps_n ||
-         o.tma_store >= 1 || o.cluster == 2 || o.pingpong == 1;
+         o.tma_store >= 1 || o.cluster == 2;
 }
 
 // CTA pairs (cluster=2) by default: the gated projection on 128-row
@@ -557,22 +554,13 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   constexpr const char* kPairsNeed = "CTA pairs only for the warp-specialised kernel with TMA weights (sm90=2, tma>=1)";
   c.cluster = 1;  // the warp-specialised kernel's choice below
   c.multicast = 0;
-  c.pingpong = 0;
-  TC_CHECK_ARG(over.pingpong >= -1 && over.pingpong <= 1, kOp, "pingpong",
-               "1 (ping-pong consumer warpgroups), 0 (both share each tile) or -1 (choose)",
-               std::to_string(over.pingpong));
-  constexpr const char* kPingPongNeeds =
-      "ping-pong only in the warp-specialised kernel with TMA weights, 128-row tiles and one CTA per tile (sm90=2, "
-      "tma>=1, block_m=128, cluster=1)";
   c.gemv = resolve_gemv(a, over, c.block_m);
   if (c.gemv == 1) {
     TC_CHECK_ARG(!mma_overrides(over), kOp, "gemv",
-                 "no sm90, tma, tma_store, persistent, k_splits, stages, warps, cluster or pingpong override with "
-                 "gemv=1",
-                 fmt::format("sm90={} tma={} tma_store={} persistent={} k_splits={} stages={} warps={}x{} cluster={} "
-                             "pingpong={}",
+                 "no sm90, tma, tma_store, persistent, k_splits, stages, warps or cluster override with gemv=1",
+                 fmt::format("sm90={} tma={} tma_store={} persistent={} k_splits={} stages={} warps={}x{} cluster={}",
                              over.sm90, over.tma, over.tma_store, over.persistent, over.k_splits, over.stages,
-                             over.warps_m, over.warps_n, over.cluster, over.pingpong));
+                             over.warps_m, over.warps_n, over.cluster));
     c.sm90 = 0, c.stages = 0, c.warps_m = 1, c.warps_n = 8;
     c.block_n = gemv_block_n(a, over, c.block_m, sm_count);
     TC_CHECK_ARG(over.bulk >= -1 && over.bulk <= 1, kOp, "bulk",
@@ -636,9 +624,7 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
     // four to six stages in ~200 KB: one CTA of two warpgroups per SM.
     // 64-row tiles split the columns between the two warpgroups: at least 128.
     const int min_n = c.block_m == 64 ? 128 : 64;
-    const bool pp = over.pingpong == 1;  // (checked below)
     c.block_n = over.block_n ? over.block_n
-                : pp         ? (dual || N <= 64 ? 64 : 128)
                              : std::max(min_n, dual ? (N <= 64 ? 64 : 128) : N <= 64 ? 64 : N <= 128 ? 128 : 256);
     c.warps_m = c.sm90 == 2 ? 3 : 2, c.warps_n = 4;  // warpgroups x 4 warps (ws: one producer + two consumers)
     TC_CHECK_ARG(c.block_n >= min_n, kOp, "block_n", fmt::format("at least {} for {}-row wgmma tiles", min_n, c.block_m),
@@ -671,15 +657,8 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
     c.tma_store = store_ok && over.tma_store != 0 ? 1 : 0;
     TC_CHECK_ARG(over.cluster != 2 || (c.sm90 == 2 && c.tma >= 1), kOp, "cluster", kPairsNeed,
                  fmt::format("sm90={} tma={}", c.sm90, c.tma));
-    c.cluster = over.cluster >= 1 ? over.cluster : !pp && pairs_by_default(a, c, dual) ? 2 : 1;
+    c.cluster = over.cluster >= 1 ? over.cluster : pairs_by_default(a, c, dual) ? 2 : 1;
     c.multicast = c.cluster == 2 && over.multicast == 1 ? 1 : 0;
-    TC_CHECK_ARG(!pp || (c.sm90 == 2 && c.tma >= 1 && c.block_m == 128 && c.cluster == 1), kOp, "pingpong",
-                 kPingPongNeeds,
-                 fmt::format("sm90={} tma={} block_m={} cluster={}", c.sm90, c.tma, c.block_m, c.cluster));
-    TC_CHECK_ARG(!pp || c.block_n <= (dual ? 64 : 128), kOp, "block_n",
-                 fmt::format("at most {} with pingpong=1 (a warpgroup's 128 accumulators)", dual ? 64 : 128),
-                 std::to_string(c.block_n));
-    c.pingpong = pp ? 1 : 0;
     // Pairs chosen here come with half_skip: their measured win had both.
     if (over.half_skip < 0 && over.cluster < 0 && c.cluster == 2) c.half_skip = 1;
     const int stage = c.block_m * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2;
@@ -698,7 +677,6 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   // Gated: 64 gate + 64 up columns per tile; plain: 128 (64 when N is small).
   c.block_n = over.block_n ? over.block_n : (dual || N <= 64 ? 64 : 128);
   TC_CHECK_ARG(over.cluster != 2, kOp, "cluster", kPairsNeed, "the mma.sync kernel");
-  TC_CHECK_ARG(over.pingpong != 1, kOp, "pingpong", kPingPongNeeds, "the mma.sync kernel");
   if (over.k_splits == 0) c.k_splits = auto_k_splits(a, c, sm_count);
   c.warps_m = over.warps_m ? over.warps_m : (c.block_m >= 128 ? 2 : 1);
   c.warps_n = over.warps_n ? over.warps_n : 4;
@@ -750,8 +728,7 @@ jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const 
             c.sm90 == 2 ? std::vector<std::string>{in, out, std::to_string(c.block_m), std::to_string(c.block_n),
                                                    std::to_string(c.stages), lay, gated, std::to_string(table),
                                                    c.tma ? "true" : "false", c.tma == 2 ? "true" : "false",
-                                                   c.tma_store == 1 ? "true" : "false", std::to_string(c.cluster),
-                                                   c.pingpong == 1 ? "true" : "false"}
+                                                   c.tma_store == 1 ? "true" : "false", std::to_string(c.cluster)}
                         : std::vector<std::string>{in, out, std::to_string(c.block_m), std::to_string(c.block_n),
                                                    std::to_string(c.stages), lay, gated, std::to_string(table)},
             cfg,
