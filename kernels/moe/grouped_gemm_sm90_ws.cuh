@@ -432,6 +432,10 @@ struct GroupedGemmSm90Ws {
         if (!work_at(p, u, tiles, rank, w)) continue;
         if (g == 0) trace_stamp(2);
         const bool mine = !kPair || w.mine;
+        // (Rows threadIdx.x, threadIdx.x + blockDim.x, ...: one per producer
+        // thread, which covers the tile only while BM <= 128; session 28's
+        // 192-row variant had to stride by 128.)
+        static_assert(BM <= 128, "the producer warpgroup fills one row source per thread");
         if (mine) gemm_tile_sources(p, w.tile.row0, BM, src);
         asm volatile("bar.sync 1, 128;\n" ::: "memory");
         const T* b[2] = {nullptr, nullptr};
