@@ -228,6 +228,38 @@ TEST(Reports, PerformanceReportListsScopes) {
   EXPECT_NE(md.find("ERROR cuBLAS missing"), std::string::npos) << md;
 }
 
+// A scope judged against another (TimedScope::vs) shows its median over the
+// other's, and TFLOP/s show as a share of the run's GEMM ceiling; a missing
+// or failed comparison scope is said so, not divided by.
+TEST(Reports, PerformanceReportComparesScopes) {
+  nlohmann::json r{{"case_id", "fused_moe/Default/y"},
+                   {"scope", "cached_e2e: the whole layer"},
+                   {"timing", {{"median_us", 100.0}}},
+                   {"tflops", 400.0}};
+  r["scopes"].push_back({{"name", "kernel_only"},
+                         {"note", "GEMMs"},
+                         {"vs", "cublas_per_expert"},
+                         {"timing", {{"median_us", 90.0}}},
+                         {"tflops", 600.0}});
+  r["scopes"].push_back({{"name", "cublas_per_expert"}, {"note", "loop"}, {"timing", {{"median_us", 80.0}}}});
+  r["scopes"].push_back({{"name", "experts"}, {"note", "e"}, {"vs", "cublas_dense"}, {"timing", {{"median_us", 95.0}}}});
+  r["scopes"].push_back({{"name", "cublas_dense"}, {"note", "baseline"}, {"error", "cuBLAS missing"}});
+  Ceilings ce;
+  ce.gemm_tflops = 800;
+  std::string md = performance_report(EnvInfo{}, &ce, {r}, "");
+  EXPECT_NE(md.find("| | kernel_only | 90.00 | - | 600.0 | 75.0% | 1.12x cublas_per_expert | GEMMs |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| fused_moe/Default/y | cached_e2e | 100.00 | - | 400.0 | 50.0% | - |"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("- (cublas_dense not timed)"), std::string::npos) << md;
+  EXPECT_DOUBLE_EQ(scope_vs_ratio(r, r["scopes"][0]), 90.0 / 80.0);
+  EXPECT_EQ(scope_vs_ratio(r, r["scopes"][2]), 0) << "cublas_dense failed: no ratio";
+  EXPECT_EQ(scope_vs_ratio(r, r["scopes"][1]), 0) << "no vs";
+  md = performance_report(EnvInfo{}, nullptr, {r}, "");  // no ceilings: no shares
+  EXPECT_NE(md.find("| | kernel_only | 90.00 | - | 600.0 | - | 1.12x cublas_per_expert |"), std::string::npos) << md;
+}
+
 // The clock/power record around timed rounds: reason names, the deltas, when
 // a run counts as slowed, and a clear reason where NVML or the GPU is absent.
 TEST(GpuState, ReasonNames) {

@@ -228,9 +228,11 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
             con.line(fmt::format("    {:<22} ERROR {}", sc["name"].get<std::string>(), sc["error"].get<std::string>()));
             continue;
           }
-          con.line(fmt::format("    {:<22} median {:10.2f} us{}  ({})", sc["name"].get<std::string>(),
+          const double vs = harness::scope_vs_ratio(r, sc);
+          con.line(fmt::format("    {:<22} median {:10.2f} us{}{}  ({})", sc["name"].get<std::string>(),
                                sc["timing"]["median_us"].get<double>(),
                                sc.contains("tflops") ? fmt::format(" {:6.1f} TFLOP/s", sc["tflops"].get<double>()) : "",
+                               vs > 0 ? fmt::format("  {:.2f}x {}", vs, sc["vs"].get<std::string>()) : "",
                                sc["note"].get<std::string>()));
         }
     }

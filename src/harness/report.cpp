@@ -108,6 +108,20 @@ std::string correctness_report(const EnvInfo& env, const Records& recs, const st
   return s;
 }
 
+double scope_vs_ratio(const nlohmann::json& record, const nlohmann::json& scope) {
+  if (!scope.contains("vs") || !record.contains("scopes")) return 0;
+  const auto median = [](const nlohmann::json& j) {
+    return j.contains("timing") ? j["timing"].value("median_us", 0.0) : 0.0;
+  };
+  const double mine = median(scope);
+  for (auto& o : record["scopes"])
+    if (o.value("name", "") == scope["vs"].get<std::string>()) {
+      const double theirs = median(o);
+      return mine > 0 && theirs > 0 ? mine / theirs : 0;
+    }
+  return 0;
+}
+
 std::string performance_report(const EnvInfo& env, const Ceilings* ce, const Records& recs, const std::string& note) {
   std::string s = "# Performance report\n\n";
   if (!note.empty()) s += "> " + note + "\n\n";
@@ -170,18 +184,34 @@ std::string performance_report(const EnvInfo& env, const Ceilings* ce, const Rec
   bool any_scopes = false;
   for (auto& r : recs) any_scopes |= r.contains("scopes");
   if (any_scopes) {
-    s += "\n## Scopes\n\nEach row timed under the protocol above; the first row of a case is its main line.\n\n"
-         "| case | scope | median us | p90 us | TFLOP/s | covers |\n|---|---|---|---|---|---|\n";
+    const double gemm = ce ? ce->gemm_tflops : 0;
+    s += "\n## Scopes\n\nEach row timed under the protocol above; the first row of a case is its main line. "
+         "`% GEMM ceiling`: TFLOP/s over the GEMM ceiling above. `vs`: this scope's median over the named "
+         "scope's (below 1: faster).\n\n"
+         "| case | scope | median us | p90 us | TFLOP/s | % GEMM ceiling | vs | covers |\n"
+         "|---|---|---|---|---|---|---|---|\n";
+    // TFLOP/s as a share of the ceiling, "-" without either.
+    const auto of_gemm = [&](const nlohmann::json& j) {
+      return gemm > 0 && j.contains("tflops") ? fmt::format("{:.1f}%", 100 * j["tflops"].get<double>() / gemm)
+                                              : std::string("-");
+    };
     for (auto& r : recs) {
       if (!r.contains("scopes")) continue;
       auto t = r.value("timing", nlohmann::json::object());
       const std::string main = r.value("scope", "kernel");
-      s += fmt::format("| {} | {} | {} | {} | {} | {} |\n", r.value("case_id", "?"), main.substr(0, main.find(':')),
-                       num(t, "median_us"), num(t, "p90_us"), num(r, "tflops", "{:.1f}"), main);
+      s += fmt::format("| {} | {} | {} | {} | {} | {} | - | {} |\n", r.value("case_id", "?"),
+                       main.substr(0, main.find(':')), num(t, "median_us"), num(t, "p90_us"), num(r, "tflops", "{:.1f}"),
+                       of_gemm(r), main);
       for (auto& sc : r["scopes"]) {
         auto st = sc.value("timing", nlohmann::json::object());
-        s += fmt::format("| | {} | {} | {} | {} | {} |\n", sc.value("name", "?"), num(st, "median_us"),
-                         num(st, "p90_us"), num(sc, "tflops", "{:.1f}"),
+        std::string vs = "-";
+        if (sc.contains("vs")) {
+          const std::string other = sc["vs"].get<std::string>();
+          const double ratio = scope_vs_ratio(r, sc);
+          vs = ratio > 0 ? fmt::format("{:.2f}x {}", ratio, other) : "- (" + other + " not timed)";
+        }
+        s += fmt::format("| | {} | {} | {} | {} | {} | {} | {} |\n", sc.value("name", "?"), num(st, "median_us"),
+                         num(st, "p90_us"), num(sc, "tflops", "{:.1f}"), of_gemm(sc), vs,
                          sc.contains("error") ? "ERROR " + sc["error"].get<std::string>() : sc.value("note", ""));
       }
     }

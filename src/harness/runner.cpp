@@ -399,6 +399,7 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
       for (size_t k = 0; k < scopes.size(); ++k) {
         const TimedScope& sc = scopes[k];
         nlohmann::json j{{"name", sc.name}, {"note", sc.note}};
+        if (!sc.vs.empty()) j["vs"] = sc.vs;
         if (!it.errors[k + 1].empty()) {
           j["error"] = it.errors[k + 1];
         } else {

@@ -80,6 +80,9 @@ struct TimedScope {
   std::string note;  // what the scope includes
   std::function<void(CUstream)> fn;
   double flops = 0;  // for TFLOP/s, when meaningful
+  // Another scope of the same case that this one is judged against (the
+  // reports print this one's median over that one's), or empty.
+  std::string vs;
 };
 
 class OpAdapter {

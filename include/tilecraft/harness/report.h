@@ -18,6 +18,11 @@ void write_jsonl(const std::string& path, const Records& records);
 void write_csv(const std::string& path, const Records& records);  // nested objects flattened as a.b
 
 std::string correctness_report(const EnvInfo& env, const Records& correctness, const std::string& note);
+// A bench record's scope judged against another (its "vs" names one of the
+// record's scopes): its median over that scope's, or 0 when it names none or
+// either median is missing (an error, not timed).
+double scope_vs_ratio(const nlohmann::json& record, const nlohmann::json& scope);
+
 std::string performance_report(const EnvInfo& env, const Ceilings* ceilings, const Records& bench,
                                const std::string& note);
 std::string design_report(const Manifest& m, const Records& bench, const Records& compile);

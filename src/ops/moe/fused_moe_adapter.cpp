@@ -400,7 +400,10 @@ class FusedMoeAdapter final : public OpAdapter {
       v.push_back({"down", "grouped GEMM", stages({S::kDown}), 2 * R * H * I});
       v.push_back({"combine", "moe_reduce_fused, weighted, k in order", stages({S::kCombine})});
     }
-    v.push_back({"kernel_only", "both grouped GEMMs, metadata prepared", stages({S::kGateUp, S::kDown}), expert_flops});
+    // Judged against the per-expert cuBLAS loop (add_baselines): the same
+    // GEMM FLOPs, which is what a user without a grouped GEMM would run.
+    v.push_back({"kernel_only", "both grouped GEMMs, metadata prepared", stages({S::kGateUp, S::kDown}), expert_flops,
+                 "cublas_per_expert"});
     v.push_back({"experts", "routing given: mapping, GEMMs, combine (vLLM fused_moe's scope)",
                  stages({S::kMapping, S::kGateUp, S::kDown, S::kCombine}), expert_flops});
     const Tensors inputs = in;
