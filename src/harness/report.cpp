@@ -205,7 +205,7 @@ std::string performance_report(const EnvInfo& env, const Ceilings* ce, const Rec
       for (auto& sc : r["scopes"]) {
         auto st = sc.value("timing", nlohmann::json::object());
         std::string vs = "-";
-        if (sc.contains("vs")) {
+        if (sc.contains("vs") && !sc.contains("error")) {
           const std::string other = sc["vs"].get<std::string>();
           const double ratio = scope_vs_ratio(r, sc);
           vs = ratio > 0 ? fmt::format("{:.2f}x {}", ratio, other) : "- (" + other + " not timed)";
