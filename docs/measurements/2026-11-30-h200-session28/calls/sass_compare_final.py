@@ -1,6 +1,8 @@
-# The final tree's shared-tile kernels against 798f40f's (= stop 27's): the same SASS
+# The tree's shared-tile kernels against 798f40f's (= stop 27's): the same SASS
 # for 8 instantiations, mangled names and spacing aside. Needs nvcc, nvdisasm
 # and 798f40f's kernels at /tmp/ka/kernels (git archive 798f40f kernels).
+# Argument: extra template arguments for the tree's side (", false" for the
+# ping-pong tree of call 5, whose kernel took a PP parameter).
 import subprocess, re, sys
 cfgs = ["tc::bf16, tc::bf16, 128, 128, 4, 0, true, 0, true, false, true, 2",
         "tc::bf16, tc::bf16, 128, 256, 4, 0, false, 0, true, true, true, 1",
@@ -19,7 +21,7 @@ def sass(inc, args, tag):
 bad = 0
 for i,c in enumerate(cfgs):
     a = sass('/tmp/ka/kernels', c, f'old{i}')
-    b = sass('/work/main/kernels', c, f'new{i}')
+    b = sass('/work/main/kernels', c + (sys.argv[1] if len(sys.argv) > 1 else ''), f'new{i}')
     same = a == b
     bad += not same
     print(('SAME ' if same else 'DIFF ') + c, len(a), len(b))
