@@ -110,6 +110,11 @@ struct GroupedGemmSm90Ws {
   // of those lands 2048 j bytes after chunk 0 (row % 8 is the same for all).
   static constexpr int kAJ = BM / 16, kBJ = BN / 16;
   static_assert(BM % 16 == 0 && BN % 64 == 0, "the producer's plan: 16 rows of 8 chunks per pass");
+  // gemm_tile_sources, called by the producer warpgroup, fills rows
+  // threadIdx.x, threadIdx.x + blockDim.x, ...: one per producer thread,
+  // which covers the tile only while BM <= 128 (session 28's 192-row variant
+  // had to stride by 128).
+  static_assert(BM <= 128, "the producer warpgroup fills one row source per thread");
   struct Plan {
     long long a[kAJ];  // element offset of A chunk j at k = 0
     int b[kBJ];        // element offset of B chunk j at k = 0, inside one expert's matrix
@@ -432,10 +437,6 @@ struct GroupedGemmSm90Ws {
         if (!work_at(p, u, tiles, rank, w)) continue;
         if (g == 0) trace_stamp(2);
         const bool mine = !kPair || w.mine;
-        // (Rows threadIdx.x, threadIdx.x + blockDim.x, ...: one per producer
-        // thread, which covers the tile only while BM <= 128; session 28's
-        // 192-row variant had to stride by 128.)
-        static_assert(BM <= 128, "the producer warpgroup fills one row source per thread");
         if (mine) gemm_tile_sources(p, w.tile.row0, BM, src);
         asm volatile("bar.sync 1, 128;\n" ::: "memory");
         const T* b[2] = {nullptr, nullptr};
