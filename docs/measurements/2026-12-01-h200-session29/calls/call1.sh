@@ -19,6 +19,6 @@ for f in $OUT/abcfg_*.log; do echo "== $f"; grep -hE "###|    (experts|gate_up|d
 NCU_SKIP=1 NCU_COUNT=2 OP_TIMEOUT=200 timeout 220 scripts/device_check.sh ncu:fused_moe:race-performance-2 >> $OUT/main.log 2>&1
 grep -E "grouped_gemm|Duration|lts__t_throughput|Shared is|Tensor is|highest-utilized|Max Bandwidth" $OUT/ncu_fused_moe_race-performance-2.txt | cut -c1-140 | head -30
 # 3. Which kernels the cuBLAS loop and ceiling run (names carry tile, stages, cluster) and their L2/SMEM load.
-NCU_TAG=cublas NCU_KERNELS="nvjet|xmma|cutlass|gemm_kernel" NCU_SKIP=0 NCU_COUNT=16 OP_TIMEOUT=240 timeout 260 scripts/device_check.sh ncu:fused_moe:race-performance-2 >> $OUT/main.log 2>&1
+NCU_TAG=cublas NCU_KERNELS="nvjet|xmma|cutlass|gemm_kernel" NCU_SKIP=0 NCU_COUNT=16 OP_TIMEOUT=170 timeout 180 scripts/device_check.sh ncu:fused_moe:race-performance-2 >> $OUT/main.log 2>&1
 grep -E "^  [a-zA-Z_].*\(|Duration|lts__t_throughput|Shared is|Tensor is|highest-utilized" $OUT/ncu_fused_moe_race-performance-2_cublas.txt | cut -c1-160 | head -60
 cd $O && tar czf logs.tgz l
