@@ -804,6 +804,24 @@ TEST(MoeGroupedGemmCpu, HalfSkipConfig) {
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, bal, 9, 132), ErrorKind::kInvalidArgument, "balance", "3");
 }
 
+// The tile order: one row tile at a time (group_m = 1) where the experts
+// average at most half a tile of rows, else groups of 8; an override wins.
+TEST(MoeGroupedGemmCpu, GroupOrderConfig) {
+  HostTensor a(DType::kBF16, {256, 64}), w(DType::kBF16, {2, 128, 64}), out(DType::kBF16, {256, 128}),
+      tiles(DType::kI32, {2}), idx(DType::kI32, {256});
+  auto g = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view());  // 128-row tiles, 2 experts
+  g.rows_used = 128;
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, {}, 9, 132).group_m, 1);
+  g.rows_used = 129;
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, {}, 9, 132).group_m, 8);
+  g.rows_used = 0;  // unknown
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, {}, 9, 132).group_m, 8);
+  ops::MoeGroupedGemmConfig over;
+  ops::set_config_key(over, "group_m", 4, "moe_grouped_gemm", "--config");
+  g.rows_used = 16;
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9, 132).group_m, 4);
+}
+
 TEST(MoeGroupedGemmCpu, PerRowScheduleConfig) {
   const int64_t E = 8, N = 2048, K = 768, T = 1, S = 8;
   HostTensor a(DType::kBF16, {T * S, K}), w(DType::kBF16, {E, N, K}), out(DType::kBF16, {T, N}),

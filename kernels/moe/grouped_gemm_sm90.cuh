@@ -13,6 +13,7 @@
 //                (N-major; blocks 8 KB apart, 8-k-row groups 1024 bytes apart).
 // Requires VEC-aligned shapes (16-byte rows); the host picks this path only then.
 #include "moe/grouped_gemm.cuh"
+#include "tile/mbarrier.cuh"
 #include "tile/wgmma_ops.cuh"
 
 namespace tc::moe {
@@ -217,23 +218,53 @@ struct GroupedGemmSm90 {
   }
 
   // Pass q of the warpgroup's outputs (columns q * kPassCols.. of its WN)
-  // into the staged rows: silu(gate) * up when gated, times the row scale.
+  // into the staged rows at shared address `buf` (a 32-bit shared::cta
+  // address: with a generic pointer, which the tensor-store epilogue's two
+  // buffers made of it, every store was a generic ST with 64-bit address
+  // arithmetic; session 29's ncu of race 2's down projection put those at
+  // about half of the epilogue's stall samples). silu(gate) * up when gated,
+  // times the row scale. 16-bit outputs go by stmatrix: the accumulator
+  // layout is the m8n8 fragment layout, so one x4 instruction stores four
+  // 8 x 8 blocks (column blocks jj, jj + 1 of rows +0 and +8), each of 8
+  // staged rows' 16-byte chunks, conflict-free in the swizzle: a quarter of
+  // the 4-byte stores' instructions.
   static __device__ __forceinline__ void stage_pass(const GroupedGemmParams& p, const float (&acc)[kB][kAcc], int q,
-                                                    const float (&scale)[2], char* buf) {
+                                                    const float (&scale)[2], unsigned buf) {
     const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
+    if constexpr (kOutBytes == 2) {
+      static_assert(kPassCols % 16 == 0, "pairs of 8-column blocks per stmatrix");
+      // Lane l gives the row address of block l / 8: row +8 for odd blocks,
+      // column block jj + 1 for blocks 2 and 3. With jj even, the chunk of
+      // column block jj + jsel is (jj % 8) ^ jsel, swizzled by the row.
+      const int r = warp * 16 + ((lane >> 3) & 1) * 8 + (lane & 7), jsel = lane >> 4;
+      const unsigned row_base = buf + unsigned(r * 128);
+      const int x = jsel ^ (r & 7);
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = warp * 16 + (lane >> 2) + h * 8;
+      for (int jj = 0; jj < kPassCols / 8; jj += 2) {
+        unsigned v[4];
 #pragma unroll
-      for (int jj = 0; jj < kPassCols / 8; ++jj) {
-        float v0, v1;
-        epilogue_pair(acc, q * (kPassCols / 8) + jj, h, v0, v1);
-        char* dst = buf + staged_offset(r, (jj * 8 + (lane & 3) * 2) * kOutBytes);
-        if constexpr (kOutBytes == 2) {
-          const OutT o[2] = {from_float<OutT>(v0 * scale[h]), from_float<OutT>(v1 * scale[h])};
-          *reinterpret_cast<unsigned*>(dst) = *reinterpret_cast<const unsigned*>(o);
-        } else {
-          *reinterpret_cast<float2*>(dst) = make_float2(v0 * scale[h], v1 * scale[h]);
+        for (int i = 0; i < 4; ++i) {  // block i: column block jj + i / 2, rows + 8 (i % 2)
+          float v0, v1;
+          epilogue_pair(acc, q * (kPassCols / 8) + jj + i / 2, i % 2, v0, v1);
+          const OutT o[2] = {from_float<OutT>(v0 * scale[i % 2]), from_float<OutT>(v1 * scale[i % 2])};
+          v[i] = *reinterpret_cast<const unsigned*>(o);
+        }
+        const unsigned dst = row_base + unsigned((jj >> 3) * 8192 + (((jj & 7) ^ x) << 4));
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(v[0]),
+                     "r"(v[1]), "r"(v[2]), "r"(v[3])
+                     : "memory");
+      }
+    } else {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = warp * 16 + (lane >> 2) + h * 8;
+#pragma unroll
+        for (int jj = 0; jj < kPassCols / 8; ++jj) {
+          float v0, v1;
+          epilogue_pair(acc, q * (kPassCols / 8) + jj, h, v0, v1);
+          const unsigned dst = buf + unsigned(staged_offset(r, (jj * 8 + (lane & 3) * 2) * kOutBytes));
+          asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(dst), "f"(v0 * scale[h]), "f"(v1 * scale[h])
+                       : "memory");
         }
       }
     }
@@ -260,7 +291,7 @@ struct GroupedGemmSm90 {
 #pragma unroll
     for (int q = 0; q < WN / kPassCols; ++q) {
       named_sync(bar);  // the previous pass's (or tile's) chunk reads are done
-      stage_pass(p, acc, q, scale, buf);
+      stage_pass(p, acc, q, scale, smem_addr(buf));
       named_sync(bar);  // the pass is staged
 #pragma unroll 4
       for (int i = 0; i < kChunks / 2; ++i) {

@@ -342,7 +342,7 @@ struct GroupedGemmSm90Ws {
       // read that slot (its A rows, the shared B).
       if (extra && q == 1) asm volatile("bar.sync 4, 256;\n" ::: "memory");
       else B::named_sync(bar);
-      B::stage_pass(L.p, acc, q, scale, dst);
+      B::stage_pass(L.p, acc, q, scale, smem_addr(dst));
       fence_async_shared();  // generic-proxy writes, then the tensor stores read them
       B::named_sync(bar);
       if (leader) {

@@ -522,7 +522,17 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   c.block_m = resolve_block_m(a, over);
   // Groups of 8 row tiles: with ~130 resident CTAs, a wave covers ~8 row
   // blocks x ~16 column blocks, which fit L2 together for the layer's shapes.
-  c.group_m = over.group_m >= 0 ? over.group_m : 8;
+  // Where the experts average at most half a tile of rows (most hold one
+  // row tile), row tiles share no weights, and grouping them only spreads a
+  // wave over 8 experts' matrices: there one row tile at a time (all its
+  // column tiles in a row). H200, session 29 (experts scope, us):
+  // DeepSeek-V3 T=512 (16 rows per expert, 64-row tiles) 5324-5325 against
+  // 5395-5398, Kimi-K2 T=512 7928-7929 against 8039-8042, DeepSeek-V3 T=64
+  // 4807-4810 against 4826-4828; where experts hold a tile or more it lost
+  // or tied (Mixtral T=512, 128 rows per 128-row tile: 1157-1172 against
+  // 1039-1042; DeepSeek-V3 T=4096 and Qwen3-30B T=4096 within 0.5%).
+  const bool sparse_rows = a.rows_used > 0 && 2 * a.rows_used <= int64_t(c.block_m) * a.w.num_experts();
+  c.group_m = over.group_m >= 0 ? over.group_m : sparse_rows ? 1 : 8;
   TC_CHECK_ARG(c.group_m >= 0 && c.group_m <= 4096, kOp, "group_m", "0 (2-D grid) or 1..4096 row tiles per group",
                std::to_string(c.group_m));
   TC_CHECK_ARG(over.half_skip >= -1 && over.half_skip <= 1, kOp, "half_skip",
