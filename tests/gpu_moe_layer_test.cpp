@@ -584,6 +584,97 @@ TEST(GpuFusedMoe, DefaultPairsKeepTheBitsInAGraph) {
   expect_graph_replays_bits(L, s, ws, {}, want, 2);
 }
 
+// The combine fused into the down projection (fused_combine=1): the bits of
+// moe_reduce_fused after it, eager (twice: the counters must be back at zero)
+// and from a graph, on the race's layout (manifest race cases against the
+// golden) and on layers with given routing where some tokens have no routed
+// slot (zeros), some drop one slot, and one expert is hot, at 1, 2, 4 and 8
+// slots per token and 64- and 128-row tiles.
+TEST(GpuFusedMoe, FusedCombineKeepsTheBits) {
+  TC_REQUIRE_GPU();
+  if (rt::device_info(0).cc_major != 9) GTEST_SKIP() << "the fused combine runs in the sm_90 warp-specialised kernel";
+  for (const char* w : {"race-functional-1", "race-functional-2"})
+    EXPECT_EQ(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA, w, {{"fused_combine", 1}}), 1) << w;
+  struct Shape {
+    int64_t T, E, K;
+  };
+  for (const Shape& sh : {Shape{2048, 8, 2}, Shape{3000, 16, 4}, Shape{1500, 8, 1}, Shape{4096, 64, 8}, Shape{700, 32, 8}}) {
+    SCOPED_TRACE(::testing::Message() << "T=" << sh.T << " E=" << sh.E << " K=" << sh.K);
+    Layer L(sh.T, sh.E, sh.K, 91);
+    HostTensor ids(DType::kI32, {L.T, L.K}), wts(DType::kF32, {L.T, L.K});
+    uint64_t r = 12345;
+    auto next = [&r] { return r = r * 6364136223846793005ull + 1442695040888963407ull, uint32_t(r >> 33); };
+    int64_t unrouted = 0, dropped = 0;
+    for (int64_t t = 0; t < L.T; ++t)
+      for (int64_t k = 0; k < L.K; ++k) {
+        int32_t e = int32_t((t * L.K + k) % L.E);  // distinct within a token (K <= E)
+        if (k == 0 && next() % 3 == 0) e = 0;      // expert 0 is hot
+        else if (k > 0 && e == 0) e = int32_t(L.E - 1 - k);
+        if (t % 7 == 3) e = -1;                     // no routed slot: zeros
+        else if (k == L.K - 1 && L.K > 1 && t % 5 == 1) e = int32_t(L.E), ++dropped;  // past the experts: dropped
+        ids.ptr<int32_t>()[t * L.K + k] = e;
+        wts.ptr<float>()[t * L.K + k] = 0.05f + float(next() % 1000) / 1000.f;
+      }
+    for (int64_t t = 0; t < L.T; ++t) unrouted += t % 7 == 3;
+    L.ids.copy_from(ids), L.w.copy_from(wts);
+    ops::FusedMoeParams prm = L.params();
+    prm.given_routing = true;
+    rt::Stream s;
+    ops::FusedMoeWorkspace ws;
+    ops::FusedMoeOptions two, fused;
+    two.fused_combine = 0, fused.fused_combine = 1;
+    L.out.fill_bytes(0xff);
+    ops::fused_moe(L.args(), prm, s.get(), &ws, two);
+    s.sync();
+    const HostTensor want = L.out.to_host();
+    double zeros = 0;
+    for (int64_t i = 0; i < want.numel(); ++i) zeros += load_as_double(want.data(), want.dtype(), size_t(i)) == 0.0;
+    ASSERT_GE(zeros, double(unrouted * L.H)) << "tokens without a routed slot must come out as zeros";
+    ASSERT_LT(zeros, 0.5 * double(want.numel())) << "most tokens are routed: the check must compare real sums";
+    for (int rep = 0; rep < 2; ++rep) {
+      L.out.fill_bytes(0xff);
+      ops::fused_moe(L.args(), prm, s.get(), rep ? nullptr : &ws, fused);
+      s.sync();
+      EXPECT_TRUE(same_bits(want, L.out.to_host())) << "eager rep " << rep << " (" << dropped << " dropped slots)";
+    }
+    auto expect_graph = [&] {
+      L.out.fill_bytes(0xff);
+      const auto& d = rt::driver();
+      TC_CU(d.cuStreamBeginCapture(s.get(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+      ops::fused_moe(L.args(), prm, s.get(), &ws, fused);
+      CUgraph g;
+      TC_CU(d.cuStreamEndCapture(s.get(), &g));
+      CUgraphExec ge;
+      TC_CU(d.cuGraphInstantiate(&ge, g, 0));
+      for (int i = 0; i < 2; ++i) {
+        L.out.fill_bytes(0xff);
+        TC_CU(d.cuGraphLaunch(ge, s.get()));
+        s.sync();
+        EXPECT_TRUE(same_bits(want, L.out.to_host())) << "graph replay " << i;
+      }
+      d.cuGraphExecDestroy(ge);
+      d.cuGraphDestroy(g);
+    };
+    expect_graph();
+  }
+}
+
+// The fused combine where it cannot run is an error that says why.
+TEST(GpuFusedMoe, FusedCombineErrors) {
+  TC_REQUIRE_GPU();
+  Layer L(2048, 8, 2, 91);
+  rt::Stream s;
+  ops::FusedMoeOptions o;
+  o.fused_combine = 1;
+  o.down.tma = 1;  // A by cp.async: the producer warps are busy
+  TC_EXPECT_ERROR(ops::fused_moe(L.args(), L.params(), s.get(), nullptr, o), ErrorKind::kInvalidArgument,
+                  "fused_moe", "fused_combine", "TMA");
+  o = {};
+  o.fused_combine = 2;
+  TC_EXPECT_ERROR(ops::fused_moe(L.args(), L.params(), s.get(), nullptr, o), ErrorKind::kInvalidArgument,
+                  "fused_combine", "-1 (choose)", "2");
+}
+
 // The decode path against the golden (smoke cases at T = 1 and 2 take it
 // by default; forced on the larger NK cases) and against the mapped path on
 // the same inputs: within the bf16 tolerance (the decode path rounds each

@@ -124,6 +124,10 @@ TEST(FusedMoeCpu, ArgumentErrorsNameTheArgument) {
     TC_EXPECT_ERROR(ops::fused_moe_options({{"mapping_blocks", -1}}, "--config"), ErrorKind::kInvalidArgument,
                     "mapping_blocks >= 0", "-1");
     EXPECT_EQ(ops::fused_moe_options({{"router_split", 0}}, "--config").router_split, 0);
+    EXPECT_EQ(ops::fused_moe_options({{"fused_combine", 1}}, "--config").fused_combine, 1);
+    EXPECT_EQ(ops::fused_moe_options({}, "--config").fused_combine, -1);
+    TC_EXPECT_ERROR(ops::fused_moe_options({{"fused_combine", 2}}, "--config"), ErrorKind::kInvalidArgument,
+                    "--config", "fused_combine 0", "1 (fused into it)", "2");
     // router_KEY: the router GEMM's own overrides; plain keys do not reach it.
     const ops::FusedMoeOptions r = ops::fused_moe_options({{"router_block_n", 64}, {"router_k_splits", 8}}, "--config");
     ASSERT_TRUE(r.router.has_value());

@@ -62,6 +62,23 @@ struct GroupedGemmParams {
   // memory ring, output columns per piece (one stage), and A-row buffers
   // (2; 1 where there is one output row, so every CTA's range is in it).
   int bulk_stages, bulk_cols, bulk_abufs;
+  // Warp-specialised kernel with A and C by TMA, one CTA per cluster (the
+  // layer's down projection) only: the weighted combine fused in when
+  // comb_sync is set (grouped_gemm_combine.cuh). The producer warpgroup's
+  // three idle warps sum each token's rows once they are stored:
+  // comb_out[t] = round(sum over k < comb_k, in order, of comb_weights[t, k]
+  // * c[comb_pos[t, k]]), slots with a position outside [0, M) skipped (the
+  // bits of moe_reduce_fused over c). comb_row_token: [M] token of each
+  // layout row, < 0 = padding (the mapping's pos_to_token). comb_sync: launch
+  // counters, 0 at launch and left at 0: [0] the combine's work claims, [1]
+  // roles done, [2 + b] tile stores done in row tiles [b * comb_group,
+  // (b + 1) * comb_group).
+  const int* comb_pos;        // [comb_tokens, comb_k]
+  const float* comb_weights;  // [comb_tokens, comb_k] or null (weight 1)
+  const int* comb_row_token;  // [M]
+  void* comb_out;             // [comb_tokens, N], c's type, rows of N elements
+  unsigned* comb_sync;
+  int comb_tokens, comb_k, comb_group;
 };
 
 // Shared memory the warp-specialised kernel keeps for its consumers'

@@ -48,6 +48,7 @@
 // producer). A cluster barrier after the setup and before the exit keeps
 // every remote access inside both CTAs' lifetimes.
 #include "moe/grouped_gemm_sm90.cuh"
+#include "moe/grouped_gemm_combine.cuh"
 #include "tile/cluster.cuh"
 #include "tile/mbarrier.cuh"
 #include "tile/trace.cuh"
@@ -92,6 +93,16 @@ struct GroupedGemmSm90Ws {
   static_assert(TMA || !TMA_A, "A by TMA only with the weights by TMA");
   static_assert(CLUSTER == 1 || (CLUSTER == 2 && TMA), "CTA pairs share weights by TMA multicast only");
   static constexpr bool kPair = CLUSTER == 2;
+  // The fused combine needs the producer's idle warps (A by TMA, one thread
+  // issues every copy), tensor stores (their completion is what a row tile
+  // publishes) and one CTA per cluster; the host passes comb_sync only then.
+  static constexpr bool kCombineOk = TMA_A && TMA_C && CLUSTER == 1 && sizeof(OutT) == 2;
+  using Comb = GemmCombine<OutT, BM, BN>;
+  // Register split (multiples of 8): 56 / 224, or where the combine may run
+  // in the producer's warps 72 / 216 (its loads in flight spilled at 56).
+  static constexpr int kProducerRegs = kCombineOk ? 72 : 56;
+  static constexpr int kConsumerRegs = kCombineOk ? 216 : 224;
+  static_assert(128 * (168 - kProducerRegs) == 256 * (kConsumerRegs - 168), "the register split must balance");
   static_assert(TMA || !TMA_C, "stores by TMA only with the weights by TMA (the launch that carries maps)");
   using Base = GroupedGemmSm90<T, OutT, BM, BN, STAGES, LAYOUT, DUAL, TABLE>;
   using Launch = typename GroupedGemmLaunchOf<TMA, TABLE ? TABLE : 1>::type;
@@ -388,14 +399,22 @@ struct GroupedGemmSm90Ws {
     Work w;
     if (wg == 0) {  // producer
       // Registers: all 384 threads start with 168 (launch bounds); the
-      // producer gives back down to 56 and the consumers take up to 224: room
-      // for 128 accumulators and the epilogue's staged stores without spills
-      // (CPU test WarpSpecialisedKernelsCompileWithoutSpills). The two must
-      // balance, 128 x (168 - 56) = 256 x (224 - 168): setmaxnreg.inc waits
-      // for registers the CTA's own warps released, so asking for more hangs.
-      asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
+      // producer gives back down to kProducerRegs and the consumers take up
+      // to kConsumerRegs: room for 128 accumulators and the epilogue's staged
+      // stores without spills (CPU test
+      // WarpSpecialisedKernelsCompileWithoutSpills). The two must balance,
+      // 128 x (168 - kProducerRegs) = 256 x (kConsumerRegs - 168):
+      // setmaxnreg.inc waits for registers the CTA's own warps released, so
+      // asking for more hangs.
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs) : "memory");
       if constexpr (TMA_A) {  // one thread issues every copy
-        if (threadIdx.x != 0) return;
+        if (threadIdx.x != 0) {
+          // Warps 1..3 run the fused combine, if any (grouped_gemm_combine.cuh).
+          if constexpr (kCombineOk) {
+            if (p.comb_sync && threadIdx.x >= 32) Comb::run(p, tiles);
+          }
+          return;
+        }
         for (int j = 0;; ++j) {
           long long u = first + j * stride;
           if (dynamic) {
@@ -467,7 +486,7 @@ struct GroupedGemmSm90Ws {
       return;
     }
 
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n" ::: "memory");
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs) : "memory");
     const int cw = wg - 1;  // consumer 0 or 1: its 64-row half (BM = 128) or column half (BM = 64)
     const bool releaser = threadIdx.x % 32 == 0;  // one arrival per consumer warp
     // kHoldSlot: a tile's last slot stays unreleased through its epilogue
@@ -482,10 +501,21 @@ struct GroupedGemmSm90Ws {
       held = -1;
     };
     const bool tracer = kTraceOn && threadIdx.x % 128 == 0;  // thread 0 of each consumer warpgroup
+    // The fused combine (kCombineOk, p.comb_sync): thread 0 of the warpgroup
+    // publishes each row tile's stores once they have completed, which it
+    // checks at the next tile's epilogue (long after) or at the end, so the
+    // wait never stalls the MMAs. pending: that row tile, or -1.
+    const bool comb = kCombineOk && p.comb_sync != nullptr, comb_leader = comb && threadIdx.x % 128 == 0;
+    int pending = -1;
     for (int j = 0;; ++j) {
       const long long u = dynamic ? read_tile(q, j, rank) : first + j * stride;
       if (u >= units) break;
-      if (!work_at(p, u, tiles, rank, w)) continue;
+      if (!work_at(p, u, tiles, rank, w)) {
+        if constexpr (kCombineOk) {
+          if (comb_leader) Comb::skip(p, u, tiles);
+        }
+        continue;
+      }
       if (tracer) {  // (no accumulators live here: stamps there cost the consumers spills)
         if (g == 0) trace_stamp_here(cw ? 7 : 4);
         trace_stamp_here(cw ? 8 : 5);  // every tile's start: the last one's stays
@@ -513,6 +543,10 @@ struct GroupedGemmSm90Ws {
       const bool hold = kHoldSlot && mine && kt > 0;
       if (kt > 0 && releaser && !hold) release_slot(empty + (g - 1) % STAGES, rank);  // the tile's last slot
       if (!mine) continue;
+      if constexpr (kCombineOk) {
+        if (comb_leader && pending >= 0) Comb::publish(p, pending);
+        pending = w.tile.row0 / BM;
+      }
       if constexpr (TMA_C) {
         char* extra = nullptr;
         if (hold) {
@@ -526,6 +560,12 @@ struct GroupedGemmSm90Ws {
     if (kHoldSlot && held >= 0) release_held();  // (no producer waits for it; keeps the counts whole)
     if constexpr (TMA_C) {
       if (threadIdx.x % 128 == 0) bulk_wait();  // the staging stays until the last stores are done
+    }
+    if constexpr (kCombineOk) {
+      if (comb_leader) {
+        if (pending >= 0) Comb::publish(p, pending);
+        Comb::role_done(p, tiles);
+      }
     }
     if (tracer) trace_stamp_here(cw ? 9 : 6);
     if constexpr (kPair) cluster_sync();  // no CTA leaves while its peer may still arrive on its barriers

@@ -117,6 +117,14 @@ struct FusedMoeOptions {
   // tiles x slices fill them (slices of at least two 64-wide k-steps, summed
   // in order: deterministic). 0 = moe_grouped_gemm's own choice.
   int router_split = -1;
+  // The mapped path's combine: 1 = fused into the down projection (its
+  // warp-specialised kernel's idle producer warps sum each token once its
+  // rows are stored, while later tiles compute; an error where that kernel
+  // does not run the down projection with A and stores by TMA, see
+  // moe_grouped_gemm_combine_blocker), 0 = moe_reduce_fused after it,
+  // -1 = choose (0). The same bits either way. Only when both the down and
+  // combine stages run.
+  int fused_combine = -1;
   // The router GEMM's own grouped GEMM overrides (config keys router_KEY):
   // given, they are its config as they are (router_split's choice is not
   // made); the plain KEYs go to the two projections only.

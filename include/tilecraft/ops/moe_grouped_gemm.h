@@ -81,6 +81,21 @@ struct MoeGroupedGemmArgs {
   // 128-row tile that starts on padding (MoeGroupedGemmConfig::half_skip);
   // the outputs are the same bits. The layer passes it to both projections.
   std::optional<TensorView> tile_fill;
+  // The weighted combine fused in (the layer's down projection): out keeps
+  // its rows, and into.out[t] = sum over k, in order, of weights[t, k] *
+  // out[pos[t, k]] (positions outside [0, M) skipped; no routed slot gives
+  // zeros), with moe_reduce_fused's bits. The warp-specialised kernel's idle
+  // producer warps sum each token once its rows are stored, while later
+  // tiles compute (GroupedGemmParams::comb_sync). Only where
+  // moe_grouped_gemm_fuses_combine holds for the resolved config; every tile
+  // of the schedule below num_tiles must name an expert in [0, E).
+  struct CombineInto {
+    TensorView pos;                     // [T, S] int32 (the mapping's token_topk_to_pos), S <= 32
+    std::optional<TensorView> weights;  // [T, S] fp32, or absent: weight 1
+    TensorView row_token;               // [M] int32 (the mapping's pos_to_token), < 0 = padding
+    TensorView out;                     // [T, N], out's dtype (16-bit)
+  };
+  std::optional<CombineInto> combine_into;
 };
 
 // Tile configuration. 0 = choose. sm90: 1 = the Hopper wgmma kernel (128-row
@@ -175,6 +190,12 @@ struct MoeGroupedGemmConfig {
 // Whether moe_grouped_gemm runs these arguments with the decode kernel
 // (gemv; the choice depends on neither the GPU nor its SM count).
 bool moe_grouped_gemm_uses_gemv(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over);
+// Why the combine cannot be fused into a launch of `a` under the resolved
+// config `c` ("" when it can): the warp-specialised kernel with A and C by
+// TMA, one CTA per tile cluster, a plain projection with 16-bit output rows
+// of a multiple of 8 elements, a tile schedule, at most 32 slots per token.
+std::string moe_grouped_gemm_combine_blocker(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c,
+                                             int64_t slots);
 
 // Sets the override named `key` (block_m, block_n, stages, warps_m, warps_n,
 // sm90, tma, persistent, k_splits, group_m, gemv, tma_store, half_skip,

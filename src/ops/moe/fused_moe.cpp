@@ -172,6 +172,24 @@ MoeGroupedGemmArgs down_args(const FusedMoeArgs& a, const Buffers& b, const MoeG
 
 bool runs(const FusedMoeOptions& o, FusedMoeStage s) { return (o.stages & unsigned(s)) != 0; }
 
+// Whether the mapped path's combine runs inside the down projection
+// (FusedMoeOptions::fused_combine); only when both stages run.
+bool fuse_combine(const FusedMoeArgs& a, const Buffers& b, const Dims& d, const FusedMoeOptions& o, int cc_major,
+                  int sm_count) {
+  TC_CHECK_ARG(o.fused_combine >= -1 && o.fused_combine <= 1, kOp, "fused_combine",
+               "0 (moe_reduce_fused), 1 (fused into the down projection) or -1 (choose)",
+               std::to_string(o.fused_combine));
+  if (o.fused_combine <= 0 || !runs(o, FusedMoeStage::kDown) || !runs(o, FusedMoeStage::kCombine)) return false;
+  const MoeGroupedGemmArgs g = down_args(a, b, o.down);
+  std::string why = moe_grouped_gemm_combine_blocker(g, moe_grouped_gemm_config(g, o.down, cc_major, sm_count), d.K);
+  if (why.empty() && a.out.dtype != g.out.dtype)
+    why = fmt::format("out {} (the fused combine writes the activations' type, {})", a.out.describe(),
+                      dtype_name(g.out.dtype));
+  TC_CHECK_ARG(why.empty(), kOp, "fused_combine",
+               "a down projection on the warp-specialised kernel with A and stores by TMA (sm_90)", why);
+  return true;
+}
+
 // The decode path (FusedMoeOptions::decode): both projections on the decode
 // kernels' per-row schedule, tile_expert = the ids as they are.
 TensorView flat(const TensorView& t) { return TensorView(t.data, t.dtype, Shape{t.numel()}, t.device); }
@@ -320,6 +338,8 @@ const std::vector<LayerKey>& layer_keys() {
        fmt::format("decode_split_box_rows 0 (choose) or a multiple of 8 up to {}", tc::moe::kSplitMaxBoxRows)},
       {"decode_split_pool", &FusedMoeOptions::decode_split_pool, -1, INT_MAX, 1,
        "decode_split_pool -1 (choose), 0 (no pool) or down boxes per unit"},
+      {"fused_combine", &FusedMoeOptions::fused_combine, -1, 1, 1,
+       "fused_combine 0 (moe_reduce_fused after the down projection), 1 (fused into it) or -1 (choose)"},
       {"router_split", &FusedMoeOptions::router_split, -1, 0, 1,
        "router_split 0 (the grouped GEMM's own choice) or -1 (choose: spread the router GEMM over the SMs)"},
   };
@@ -600,9 +620,14 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
     if (gate) moe_topk_gate(gate_args, p.gate, stream, o.compile);
     if (map) moe_fused_mapping(mapping, mp, stream, o.compile);
   }
+  const bool fused = fuse_combine(a, b, d, o, info.cc_major, info.sm_count);
   if (runs(o, FusedMoeStage::kGateUp)) project(true, gate_up_args(a, b));
-  if (runs(o, FusedMoeStage::kDown)) project(false, down_args(a, b, o.down));
-  if (runs(o, FusedMoeStage::kCombine)) {
+  if (runs(o, FusedMoeStage::kDown)) {
+    MoeGroupedGemmArgs g = down_args(a, b, o.down);
+    if (fused) g.combine_into = MoeGroupedGemmArgs::CombineInto{b.slot_pos, b.weights, b.pos_to_token, a.out};
+    project(false, g);
+  }
+  if (runs(o, FusedMoeStage::kCombine) && !fused) {
     MoeReduceFusedArgs rf;
     rf.x = b.y;
     rf.token_topk_to_pos = b.slot_pos;

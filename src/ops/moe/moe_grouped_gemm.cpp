@@ -11,6 +11,7 @@
 #include "tilecraft/error.h"
 #include "tilecraft/jit/jit.h"
 #include "tilecraft/jit/op_kernel_cache.h"
+#include "tilecraft/ops/moe_reduce_fused.h"
 #include "tilecraft/reference/fused_moe.h"
 #include "tilecraft/reference/moe_grouped_gemm.h"
 #include "tilecraft/runtime/device.h"
@@ -303,6 +304,18 @@ void validate_moe_grouped_gemm(const MoeGroupedGemmArgs& a, DeviceType backend) 
   if (a.row_scale) check_tensor(*a.row_scale, kOp, "row_scale", {DType::kF32}, Shape{M}, backend);
   if (a.row_token) check_tensor(*a.row_token, kOp, "row_token", {DType::kI32}, Shape{M}, backend);
   if (a.tile_fill) check_tensor(*a.tile_fill, kOp, "tile_fill", {DType::kI32}, Shape{M}, backend);
+  if (a.combine_into) {
+    const auto& ci = *a.combine_into;
+    check_tensor(ci.pos, kOp, "combine_into.pos", {DType::kI32}, 2, backend);
+    const int64_t T = ci.pos.shape[0], S = ci.pos.shape[1];
+    TC_CHECK_ARG(S >= 1 && S <= 32 && T <= INT_MAX, kOp, "combine_into.pos",
+                 "[T, S] with 1..32 slots per token and T < 2^31", ci.pos.describe());
+    if (ci.weights) check_tensor(*ci.weights, kOp, "combine_into.weights", {DType::kF32}, Shape{T, S}, backend);
+    check_tensor(ci.row_token, kOp, "combine_into.row_token", {DType::kI32}, Shape{M}, backend);
+    check_tensor(ci.out, kOp, "combine_into.out", {a.out.dtype}, Shape{T, N}, backend);
+    TC_CHECK_ARG(a.combine == 1 && !a.w_up, kOp, "combine_into", "a plain projection without combine",
+                 a.w_up ? std::string("a gated pair") : fmt::format("combine {}", a.combine));
+  }
   if (backend == DeviceType::kCUDA) {
     const int dev = a.a.device.index;
     auto same = [&](const TensorView& t, const std::string& arg) {
@@ -321,7 +334,25 @@ void validate_moe_grouped_gemm(const MoeGroupedGemmArgs& a, DeviceType backend) 
     if (a.row_scale) same(*a.row_scale, "row_scale");
     if (a.row_token) same(*a.row_token, "row_token");
     if (a.tile_fill) same(*a.tile_fill, "tile_fill");
+    if (a.combine_into) {
+      same(a.combine_into->pos, "combine_into.pos");
+      if (a.combine_into->weights) same(*a.combine_into->weights, "combine_into.weights");
+      same(a.combine_into->row_token, "combine_into.row_token");
+      same(a.combine_into->out, "combine_into.out");
+    }
   }
+}
+
+std::string moe_grouped_gemm_combine_blocker(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c,
+                                             int64_t slots) {
+  if (c.sm90 != 2 || c.tma != 2 || c.tma_store != 1 || c.gemv == 1)
+    return fmt::format("{} (the warp-specialised kernel with A, weights and stores by TMA)", c.str());
+  if (c.cluster == 2) return "cluster=2 (one CTA per tile only)";
+  if (a.w_up || a.combine != 1) return "a gated projection or a decode combine";
+  if (!a.tile_expert) return "no tile schedule";
+  if (a.out.dtype == DType::kF32 || a.out.shape[1] % 8) return fmt::format("out {}", a.out.describe());
+  if (slots < 1 || slots > 32) return fmt::format("{} slots per token (at most 32)", slots);
+  return "";
 }
 
 namespace {
@@ -776,6 +807,28 @@ void launch_split_reduce(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig
   jit::launch(k, unsigned((pairs + 255) / 256), 1, 256, 0, stream, &q);
 }
 
+// The fused combine's parameters (GroupedGemmParams::comb_sync): its
+// counters are a launch's zeroed block of launch_counters, one per row block
+// plus two, so a row block holds enough row tiles for the block to fit.
+void set_fused_combine(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c, tc::moe::GroupedGemmParams& p,
+                       CUstream stream) {
+  const auto& ci = *a.combine_into;
+  const std::string why = moe_grouped_gemm_combine_blocker(a, c, ci.pos.shape[1]);
+  TC_CHECK_ARG(why.empty(), kOp, "combine_into",
+               "a launch that can fuse the combine (moe_grouped_gemm_combine_blocker)", why);
+  const int64_t row_tiles = (layout_rows(a) + c.block_m - 1) / c.block_m;
+  const int64_t most = 2 * int64_t(CounterPairSlots::kMaxBlockPairs) - 2;
+  const int64_t group = (row_tiles + most - 1) / most, blocks = (row_tiles + group - 1) / group;
+  p.comb_sync = launch_counters(a.a.device.index, stream, kOp, unsigned((blocks + 2 + 1) / 2));
+  p.comb_pos = ci.pos.ptr<int>();
+  p.comb_weights = ci.weights ? ci.weights->ptr<float>() : nullptr;
+  p.comb_row_token = ci.row_token.ptr<int>();
+  p.comb_out = ci.out.data;
+  p.comb_tokens = int(ci.pos.shape[0]);
+  p.comb_k = int(ci.pos.shape[1]);
+  p.comb_group = int(group);
+}
+
 // One tensor map over `experts` matrices at `base`, `expert_bytes` apart:
 // dims (K, N, E) for layout NK with [block_n n][64 k] boxes, (N, K, E) for
 // layout KN with [64 k][64 n] boxes.
@@ -898,6 +951,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
     const int64_t bytes = std::min<int64_t>(int64_t(dev.l2_bytes) / 2 / resident / a.combine / 16 * 16, INT_MAX);
     p.prefetch = c.prefetch == 1 && bytes > 0 ? int(bytes) : -1;
   }
+  if (a.combine_into) set_fused_combine(a, c, p, stream);
   unsigned grid_x = unsigned((M + c.block_m - 1) / c.block_m), grid_y = unsigned((N + c.block_n - 1) / c.block_n);
   TC_CHECK_ARG(c.group_m > 0 || c.sm90 == 2 || grid_y <= 65535, kOp, "out", "N / block_n <= 65535",
                a.out.describe());
@@ -1058,6 +1112,14 @@ void moe_grouped_gemm_cpu(const MoeGroupedGemmArgs& a) {
         default: static_cast<float*>(a.out.data)[i] = out_row[size_t(n)]; break;
       }
     }
+  }
+  if (a.combine_into) {  // the fused combine: moe_reduce_fused over the rows just written
+    MoeReduceFusedArgs rf;
+    rf.x = a.out;
+    rf.token_topk_to_pos = a.combine_into->pos;
+    rf.topk_weights = a.combine_into->weights;
+    rf.out = a.combine_into->out;
+    moe_reduce_fused_cpu(rf);
   }
 }
 
