@@ -32,6 +32,10 @@ int run_main(int argc, char** argv) {
   cli::add_filter_flags(bench, o);
   cli::add_compile_flags(bench, o);
   cli::add_timing_flags(bench, o);
+  bench->add_option("--scopes", o.scopes,
+                    "Time only these scopes of each case (comma-separated, e.g. experts,down; the main line always "
+                    "runs); trace stamps then come from the last of them")
+      ->delimiter(',');
   bench->add_option("--backend", o.backend, "cuda or cpu")->check(CLI::IsMember({"cuda", "cpu"}));
   auto* run = app.add_subcommand("run", "Main job: env, compile, test and bench; writes logs and reports");
   cli::add_filter_flags(run, o);

@@ -170,6 +170,7 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
                     const harness::TimingSettings& timing, Console& con, std::optional<harness::Ceilings>& ceilings) {
   harness::BenchContext ctx;
   ctx.timing = timing;
+  ctx.scopes = o.scopes;
   std::unique_ptr<harness::L2Flusher> flusher;
   if (backend == DeviceType::kCUDA) {
     if (!ceilings) {

@@ -20,6 +20,7 @@ struct Options {
   std::string arch;     // "" = the device's, or sm_90a without a GPU
   std::string compile_options = "release";
   std::vector<std::string> config;  // key=value kernel overrides
+  std::vector<std::string> scopes;  // bench: time only these scopes of each case (empty: all)
   int warmup = 10, repeat = 100, trials = 1;
   bool hot = false;
   std::string flush = "read";

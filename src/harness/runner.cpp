@@ -190,6 +190,21 @@ bool OpAdapter::compare(const CaseData& d, const OpSpec& op, const Tensors& want
 }
 
 namespace {
+// The scopes `names` picks, in the op's order (empty: all); a name the op
+// does not have is an error that lists the ones it has.
+std::vector<TimedScope> selected_scopes(std::vector<TimedScope> all, const std::vector<std::string>& names) {
+  if (names.empty()) return all;
+  std::string have;
+  for (const TimedScope& sc : all) have += (have.empty() ? "" : ", ") + sc.name;
+  for (const std::string& n : names)
+    TC_CHECK_ARG(std::any_of(all.begin(), all.end(), [&](const TimedScope& sc) { return sc.name == n; }), "bench",
+                 "--scopes", "scopes of this case (" + have + ")", "'" + n + "'");
+  std::vector<TimedScope> kept;
+  for (TimedScope& sc : all)
+    if (std::find(names.begin(), names.end(), sc.name) != names.end()) kept.push_back(std::move(sc));
+  return kept;
+}
+
 // Host tensors for every output, poisoned, and views of them.
 struct HostOutputs {
   std::map<std::string, HostTensor> owned;
@@ -384,7 +399,7 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
       // the routing it chose), so one call runs first.
       fn(stream.get());
       stream.sync();
-      const std::vector<TimedScope> scopes = a.bench_scopes(d, dc.in, dc.out, o);
+      const std::vector<TimedScope> scopes = selected_scopes(a.bench_scopes(d, dc.in, dc.out, o), ctx.scopes);
       std::vector<std::function<void(CUstream)>> fns{fn};
       for (const TimedScope& sc : scopes) fns.push_back(sc.fn);
       // The clock and power policy's record over the timed rounds (NVML

@@ -36,6 +36,7 @@ struct BenchContext {
   double empty_launch_us = 0;          // measured at the start of this run, same protocol
   double bare_launch_host_us = 0;      // host cost of one cuLaunchKernel of an empty kernel
   bool same_size_copy = true;          // also time a copy of the same bytes (GPU)
+  std::vector<std::string> scopes;     // time only these of the op's scopes (empty: all); others are an error
 };
 // Host time per call of `call` (which enqueues on `stream`), median of
 // batches; `gpu_ms_per_call` (its measured GPU time, 0 = small) shortens the
