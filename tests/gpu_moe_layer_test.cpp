@@ -659,6 +659,50 @@ TEST(GpuFusedMoe, FusedCombineKeepsTheBits) {
   }
 }
 
+// The decode combine kernel's preload (its first item's weights bulk-copied
+// into shared memory before the grid wait, sm_90): the bits of the register
+// loads, with and without dropped slots, eager and from a graph; and a clear
+// error where it cannot run.
+TEST(GpuFusedMoe, DecodePreloadKeepsTheBits) {
+  TC_REQUIRE_GPU();
+  if (rt::device_info(0).cc_major != 9) GTEST_SKIP() << "the preload runs on sm_90 only";
+  for (int64_t E : {128, 16}) {
+    SCOPED_TRACE("E = " + std::to_string(E));
+    Layer L(1, E, 8, 99, 768);  // Qwen3-30B-like down rows (I = 768): 8 slots x 8 columns x 1.5 KB per CTA
+    ops::FusedMoeParams prm = L.params();
+    if (E == 16) {  // given routing with two dropped slots
+      HostTensor ids(DType::kI32, {1, 8}), wts(DType::kF32, {1, 8});
+      for (int k = 0; k < 8; ++k) {
+        ids.ptr<int32_t>()[k] = k == 2 ? -1 : k == 5 ? 16 : 2 * k + 1;
+        wts.ptr<float>()[k] = 0.1f * float(k + 1);
+      }
+      L.ids.copy_from(ids), L.w.copy_from(wts);
+      prm.given_routing = true;
+    }
+    rt::Stream s;
+    ops::FusedMoeWorkspace ws;
+    ops::FusedMoeOptions off, on;
+    off.decode = on.decode = 1;
+    off.down.preload = 0, on.down.preload = 1;
+    ops::fused_moe(L.args(), prm, s.get(), &ws, off);
+    s.sync();
+    const HostTensor want = L.out.to_host();
+    for (int rep = 0; rep < 2; ++rep) {
+      L.out.fill_bytes(0xff);
+      ops::fused_moe(L.args(), prm, s.get(), &ws, on);
+      s.sync();
+      EXPECT_TRUE(same_bits(want, L.out.to_host())) << "rep " << rep;
+    }
+    if (E == 128) expect_graph_replays_bits(L, s, ws, on, want, 2);
+  }
+  Layer big(1, 32, 8, 99, 4096);  // 8 x 8 x 8 KB rows: past the limit
+  ops::FusedMoeOptions o;
+  o.decode = 1, o.down.preload = 1;
+  rt::Stream s;
+  TC_EXPECT_ERROR(ops::fused_moe(big.args(), big.params(), s.get(), nullptr, o), ErrorKind::kInvalidArgument,
+                  "preload", "bytes per CTA");
+}
+
 // The fused combine where it cannot run is an error that says why.
 TEST(GpuFusedMoe, FusedCombineErrors) {
   TC_REQUIRE_GPU();

@@ -79,6 +79,11 @@ struct GroupedGemmParams {
   void* comb_out;             // [comb_tokens, N], c's type, rows of N elements
   unsigned* comb_sync;
   int comb_tokens, comb_k, comb_group;
+  // Decode combine kernel with a settled schedule (prefetch != 0), sm_90:
+  // > 0 = the launch's dynamic shared memory, which holds the first item's
+  // weight rows of every slot (combine x BN rows of K): they are bulk-copied
+  // there before the grid wait. 0 = none.
+  int preload;
 };
 
 // Shared memory the warp-specialised kernel keeps for its consumers'

@@ -29,6 +29,7 @@
 // live tile's padding rows get zeros, as from the MMA kernels.
 // Requires K % 8 == 0 and 16-byte aligned rows (the host's vector_ok).
 #include "moe/grouped_gemm.cuh"
+#include "tile/mbarrier.cuh"
 #include "tile/trace.cuh"
 #include "tile/vec.cuh"
 
@@ -359,9 +360,56 @@ struct GroupedGemvCombine {
     sl.scale[threadIdx.x] = p.row_scale ? p.row_scale[row] : 1.f;
   }
 
+  // Thread 0, before the grid wait (sm_90, settled schedule, p.preload >
+  // 0): the first item's weight rows of every slot into `smem` by bulk
+  // copies (slot j's rows at j * BN * K elements), completing on `bar`. The
+  // weights are never written by an earlier kernel, so they may be read
+  // early; the CTA's share then streams while the previous kernel drains.
+  static __device__ __forceinline__ void preload(const GroupedGemmParams& p, const Slots& sl, T* smem,
+                                                 unsigned long long* bar) {
+    int begin, end;
+    range(p, begin, end);
+    const int n0 = begin % p.N, ncols = min(min(BN, p.N - n0), end - begin), S = p.combine;
+    const unsigned bytes = unsigned(ncols) * unsigned(p.K) * 2u;
+    unsigned total = 0;
+    for (int j = 0; j < S; ++j) total += sl.wbase[j] ? bytes : 0u;
+    mbar_arrive_expect_tx(bar, total);
+    for (int j = 0; j < S; ++j)
+      if (sl.wbase[j]) bulk_load(smem + (long long)j * BN * p.K, sl.wbase[j] + (long long)n0 * p.ldb, bytes, bar);
+  }
+
+  // One slot's (or K part's) BN dot products of an item: weight rows from
+  // global memory, or (SMEM) from the preloaded rows `w` (row c at c * K).
+  template <bool SMEM>
+  static __device__ __forceinline__ void dot(const GroupedGemmParams& p, const T* w, const T* a, int q0, int q1,
+                                             int n0, int ncols, float (&acc)[BN]) {
+    const int lane = threadIdx.x % 32;
+#pragma unroll kUnroll
+    for (int q = q0 + lane; q < q1; q += 32) {
+      Vec<T, 8> wv[BN];
+#pragma unroll
+      for (int c = 0; c < BN; ++c) {
+        if constexpr (SMEM) {
+          if (c < ncols) wv[c] = load_shared<T, 8>(w + (long long)c * p.K + 8 * q);
+          else wv[c] = Vec<T, 8>{};
+        } else {
+          wv[c] = load_stream_if<T, 8, true>(w + (long long)(n0 + c) * p.ldb + 8 * q, c < ncols);
+        }
+      }
+      float xf[8];
+      gemv_load_a8(a + 8 * q, true, xf);
+#pragma unroll
+      for (int c = 0; c < BN; ++c)
+#pragma unroll
+        for (int k = 0; k < 8; ++k) acc[c] = fmaf(to_float(wv[c].v[k]), xf[k], acc[c]);
+    }
+  }
+
   // first_ready: the slots of the range's first row are in `sl` already.
+  // pre (or null): the first item's weights, preloaded into shared memory,
+  // complete when `bar` passes phase 0.
   static __device__ __forceinline__ void run(const GroupedGemmLaunch<TABLE ? TABLE : 1>& L, Slots& sl,
-                                             bool first_ready) {
+                                             bool first_ready, const T* pre, unsigned long long* bar) {
     const GroupedGemmParams& p = L.p;
     const T* const* wbase = sl.wbase;
     const T* const* arow = sl.arow;
@@ -379,6 +427,8 @@ struct GroupedGemvCombine {
       at += ncols;
       if (!first) __syncthreads();  // the previous item's slots and parts have been read
       if (t != cur) setup(L, t, sl), cur = t;
+      const bool from_smem = first && pre != nullptr;
+      if (from_smem) mbar_wait(bar, 0);  // the preloaded rows have landed
       __syncthreads();
       for (int sw = warp; sw < S * G; sw += kWarps) {
         const int j = sw / G, kp = sw % G;
@@ -388,20 +438,9 @@ struct GroupedGemvCombine {
 #pragma unroll
         for (int c = 0; c < BN; ++c) acc[c] = 0.f;
         if (w != nullptr) {
-          const int q1 = int((long long)chunks * (kp + 1) / G);
-#pragma unroll kUnroll
-          for (int q = int((long long)chunks * kp / G) + lane; q < q1; q += 32) {
-            Vec<T, 8> wv[BN];
-#pragma unroll
-            for (int c = 0; c < BN; ++c)
-              wv[c] = load_stream_if<T, 8, true>(w + (long long)(n0 + c) * p.ldb + 8 * q, c < ncols);
-            float xf[8];
-            gemv_load_a8(a + 8 * q, true, xf);
-#pragma unroll
-            for (int c = 0; c < BN; ++c)
-#pragma unroll
-              for (int k = 0; k < 8; ++k) acc[c] = fmaf(to_float(wv[c].v[k]), xf[k], acc[c]);
-          }
+          const int q0 = int((long long)chunks * kp / G), q1 = int((long long)chunks * (kp + 1) / G);
+          if (from_smem) dot<true>(p, pre + (long long)j * BN * p.K, a, q0, q1, n0, ncols, acc);
+          else dot<false>(p, w, a, q0, q1, n0, ncols, acc);
         }
 #pragma unroll
         for (int c = 0; c < BN; ++c)
@@ -433,9 +472,12 @@ template <typename T, typename OutT, int BN, int TABLE>
 __global__ void __launch_bounds__(256, 2) grouped_gemv_combine_kernel(const GroupedGemmLaunch<TABLE ? TABLE : 1> L) {
   using G = GroupedGemvCombine<T, OutT, BN, TABLE>;
   __shared__ typename G::Slots slots;
+  __shared__ unsigned long long preload_bar;
+  extern __shared__ __align__(128) char preload_smem[];  // p.preload bytes
   trace_stamp(0);
   // A settled schedule (prefetch != 0): the first item's slots, and with
-  // prefetch > 0 its weights into L2, before waiting on the previous kernel.
+  // prefetch > 0 its weights into L2, or with p.preload (sm_90) into shared
+  // memory, before waiting on the previous kernel.
   int begin, end;
   G::range(L.p, begin, end);
   const bool settled = L.p.prefetch != 0 && begin < end;
@@ -443,9 +485,18 @@ __global__ void __launch_bounds__(256, 2) grouped_gemv_combine_kernel(const Grou
     if (L.p.prefetch > 0) G::prefetch(L, begin);
     G::setup(L, begin / L.p.N, slots);
   }
+  T* pre = nullptr;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (settled && L.p.preload > 0) {
+    if (threadIdx.x == 0) mbar_init(&preload_bar, 1), mbar_init_fence();
+    __syncthreads();  // the slots (threads < S) and the barrier
+    pre = reinterpret_cast<T*>(preload_smem);
+    if (threadIdx.x == 0) G::preload(L.p, slots, pre, &preload_bar);
+  }
+#endif
   grid_dependency_begin();
   trace_stamp(1);
-  G::run(L, slots, settled);
+  G::run(L, slots, settled, pre, &preload_bar);
   trace_stamp_all_done(2);
 }
 

@@ -163,6 +163,13 @@ struct MoeGroupedGemmConfig {
   // the prefetch cost DeepSeek-V3 T = 1's down projection 69 -> 75 us once
   // the slots were read early). A launch parameter, for A/B runs.
   int prefetch = -1;
+  // Decode combine kernel with schedule_settled on sm_90: 1 = each CTA
+  // bulk-copies its first item's weight rows (every slot's) into shared
+  // memory before the grid wait, so its share streams while the previous
+  // kernel drains (at most moe_grouped_gemm_max_preload_bytes: combine x
+  // block_n x K x 2 bytes), 0 = no, -1 = choose (1 where it fits). A launch
+  // parameter.
+  int preload = -1;
   // Decode kernels on per-row schedules (block_m = 1, and the combine
   // kernel): 1 = where the items exceed the CTAs resident at once, that
   // many CTAs, each taking an even contiguous range of the flat output
@@ -190,6 +197,9 @@ struct MoeGroupedGemmConfig {
 // Whether moe_grouped_gemm runs these arguments with the decode kernel
 // (gemv; the choice depends on neither the GPU nor its SM count).
 bool moe_grouped_gemm_uses_gemv(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over);
+// The most shared memory the decode combine kernel's preload takes (two CTAs
+// per SM still fit).
+constexpr int64_t moe_grouped_gemm_max_preload_bytes = 100 * 1024;
 // Why the combine cannot be fused into a launch of `a` under the resolved
 // config `c` ("" when it can): the warp-specialised kernel with A and C by
 // TMA, one CTA per tile cluster, a plain projection with 16-bit output rows

@@ -187,7 +187,7 @@ std::string MoeGroupedGemmConfig::str() const {
 
 const char* moe_grouped_gemm_config_keys() {
   return "block_m, block_n, stages, warps_m, warps_n, sm90, tma, persistent, k_splits, group_m, gemv, tma_store, "
-         "half_skip, prefetch, balance, bulk, cluster, multicast";
+         "half_skip, prefetch, preload, balance, bulk, cluster, multicast";
 }
 
 bool is_moe_grouped_gemm_config_key(const std::string& key) {
@@ -215,6 +215,7 @@ void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, 
   else if (key == "tma_store") c.tma_store = value;
   else if (key == "half_skip") c.half_skip = value;
   else if (key == "prefetch") c.prefetch = value;
+  else if (key == "preload") c.preload = value;
   else if (key == "balance") c.balance = value;
   else if (key == "bulk") c.bulk = value;
   else if (key == "cluster") c.cluster = value;
@@ -549,7 +550,7 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   const bool dual = a.w_up.has_value();
   const int64_t N = a.out.shape[1];
   MoeGroupedGemmConfig c;
-  c.tma = 0, c.persistent = 0, c.k_splits = 1, c.tma_store = 0;  // resolved below
+  c.tma = 0, c.persistent = 0, c.k_splits = 1, c.tma_store = 0, c.preload = 0;  // resolved below
   c.block_m = resolve_block_m(a, over);
   // Groups of 8 row tiles: with ~130 resident CTAs, a wave covers ~8 row
   // blocks x ~16 column blocks, which fit L2 together for the layer's shapes.
@@ -619,8 +620,27 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                              kBulkSmemBytes / 1024),
                  why);
     c.bulk = over.bulk >= 0 ? over.bulk : why.empty() && bulk_by_default(a, sm_count) ? 1 : 0;
+    TC_CHECK_ARG(over.preload >= -1 && over.preload <= 1, kOp, "preload",
+                 "0 (none), 1 (the first item's weights into shared memory before the grid wait) or -1 (choose)",
+                 std::to_string(over.preload));
+    {
+      const int64_t bytes = a.combine * int64_t(c.block_n) * a.a.shape[1] * 2;
+      const std::string no = c.gemv != 1 || a.combine < 2 || !a.schedule_settled
+                                  ? std::string("not the decode combine kernel on a settled schedule")
+                              : cc_major != 9 ? fmt::format("sm_{}x (sm_90 only)", cc_major)
+                              : c.bulk == 1   ? std::string("the bulk kernel (bulk=1)")
+                              : bytes > moe_grouped_gemm_max_preload_bytes
+                                  ? fmt::format("{} bytes per CTA (combine {} x block_n {} x K {} x 2; at most {})", bytes,
+                                                a.combine, c.block_n, a.a.shape[1], moe_grouped_gemm_max_preload_bytes)
+                                  : std::string();
+      TC_CHECK_ARG(over.preload < 1 || no.empty(), kOp, "preload",
+                   "the decode combine kernel on a settled schedule, sm_90, within the shared memory limit", no);
+      c.preload = over.preload != 0 && no.empty() ? 1 : 0;
+    }
     return c;
   }
+  TC_CHECK_ARG(over.preload < 1, kOp, "preload", "the decode combine kernel (gemv=1 with combine)",
+               "the MMA kernels");
   const bool sm90_ok = (c.block_m == 128 || c.block_m == 64) && moe_grouped_gemm_wgmma_ok(a, cc_major);
   TC_CHECK_ARG(over.sm90 >= -1 && over.sm90 <= 2, kOp, "sm90",
                "0 (mma.sync), 1 (wgmma) or 2 (warp-specialised wgmma)", std::to_string(over.sm90));
@@ -912,8 +932,14 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
                         uint64_t(c.cluster == 2) << 61 | uint64_t(c.gemv == 1 && c.bulk == 1) << 62;
   const BulkPlan bulk = c.gemv == 1 && c.bulk == 1 ? bulk_plan(a) : BulkPlan{};
   // (A bulk kernel's ring depends on the shape: its limit is raised once to the most any takes.)
-  const int smem = bulk.fits ? int(bulk.smem()) : smem_bytes(c, dual);
-  const int smem_limit = bulk.fits ? int(kBulkSmemBytes) : smem;
+  // (The decode combine kernel's preload: its first item's weights, within
+  // a limit set once for every launch of it on sm_90.)
+  const bool combine_kernel = c.gemv == 1 && c.bulk != 1 && a.combine > 1 && dev.cc_major == 9;
+  const int64_t preload = c.preload == 1 ? a.combine * int64_t(c.block_n) * K * 2 : 0;
+  const int smem = bulk.fits ? int(bulk.smem()) : preload ? int(preload) : smem_bytes(c, dual);
+  const int smem_limit = bulk.fits         ? int(kBulkSmemBytes)
+                         : combine_kernel ? int(moe_grouped_gemm_max_preload_bytes)
+                                          : smem;
   static jit::OpKernelCache kernels;
   const jit::Launchable& k = kernels.get(
       code, o.compile, a.a.device.index, [&] { return moe_grouped_gemm_kernel_spec(a, c); },
@@ -950,6 +976,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
     const int64_t resident = std::max<int64_t>(1, std::min<int64_t>(items, 2 * int64_t(dev.sm_count)));
     const int64_t bytes = std::min<int64_t>(int64_t(dev.l2_bytes) / 2 / resident / a.combine / 16 * 16, INT_MAX);
     p.prefetch = c.prefetch == 1 && bytes > 0 ? int(bytes) : -1;
+    p.preload = int(preload);
   }
   if (a.combine_into) set_fused_combine(a, c, p, stream);
   unsigned grid_x = unsigned((M + c.block_m - 1) / c.block_m), grid_y = unsigned((N + c.block_n - 1) / c.block_n);
