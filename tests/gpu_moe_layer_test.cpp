@@ -682,7 +682,7 @@ TEST(GpuFusedMoe, DecodePreloadKeepsTheBits) {
     rt::Stream s;
     ops::FusedMoeWorkspace ws;
     ops::FusedMoeOptions off, on;
-    off.decode = on.decode = 1;
+    off.decode = on.decode = 1, off.decode_split = on.decode_split = 0;
     off.down.preload = 0, on.down.preload = 1;
     ops::fused_moe(L.args(), prm, s.get(), &ws, off);
     s.sync();
@@ -697,7 +697,7 @@ TEST(GpuFusedMoe, DecodePreloadKeepsTheBits) {
   }
   Layer big(1, 32, 8, 99, 4096);  // 8 x 8 x 8 KB rows: past the limit
   ops::FusedMoeOptions o;
-  o.decode = 1, o.down.preload = 1;
+  o.decode = 1, o.decode_split = 0, o.down.preload = 1;  // (I = 4096 would take decode_split by default)
   rt::Stream s;
   TC_EXPECT_ERROR(ops::fused_moe(big.args(), big.params(), s.get(), nullptr, o), ErrorKind::kInvalidArgument,
                   "preload", "bytes per CTA");
