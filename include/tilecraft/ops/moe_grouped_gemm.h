@@ -167,8 +167,9 @@ struct MoeGroupedGemmConfig {
   // bulk-copies its first item's weight rows (every slot's) into shared
   // memory before the grid wait, so its share streams while the previous
   // kernel drains (at most moe_grouped_gemm_max_preload_bytes: combine x
-  // block_n x K x 2 bytes), 0 = no, -1 = choose (1 where it fits). A launch
-  // parameter.
+  // block_n x K x 2 bytes), 0 = no, -1 = choose (0: on the H200, Qwen3-30B
+  // T = 1, it made the experts scope 0.5-0.7 us faster but the whole layer
+  // 2.5 us slower, docs/perf/fused_moe.md session 30). A launch parameter.
   int preload = -1;
   // Decode kernels on per-row schedules (block_m = 1, and the combine
   // kernel): 1 = where the items exceed the CTAs resident at once, that

@@ -635,7 +635,7 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                                   : std::string();
       TC_CHECK_ARG(over.preload < 1 || no.empty(), kOp, "preload",
                    "the decode combine kernel on a settled schedule, sm_90, within the shared memory limit", no);
-      c.preload = over.preload != 0 && no.empty() ? 1 : 0;
+      c.preload = over.preload == 1 ? 1 : 0;  // (-1: off; see MoeGroupedGemmConfig::preload)
     }
     return c;
   }
