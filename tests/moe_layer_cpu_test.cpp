@@ -195,6 +195,22 @@ TEST(MoeGroupedGemmCpu, ArgumentErrorsNameTheArgument) {
   over = {};
   over.block_m = 32;
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "block_m", "16");
+  // The decode kernels' launch keys: the preload and the carveout only where
+  // they apply, each error naming what was asked.
+  over = {};
+  over.carveout = 2;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "carveout", "2");
+  over = {};
+  over.gemv = 0, over.carveout = 1;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "carveout", "MMA kernels");
+  over.carveout = -1, over.preload = 1;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "preload", "MMA kernels");
+  over = {};
+  over.gemv = 1, over.preload = 1;  // no combine: not the decode combine kernel
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "preload", "settled");
+  over.preload = -1, over.carveout = 1;
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).carveout, 1);
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 8), ErrorKind::kInvalidArgument, "carveout", "sm_8x");
 }
 
 // The warp-specialised wgmma kernel (sm90=2): one producer and two consumer

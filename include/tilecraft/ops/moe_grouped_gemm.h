@@ -171,6 +171,13 @@ struct MoeGroupedGemmConfig {
   // T = 1, it made the experts scope 0.5-0.7 us faster but the whole layer
   // 2.5 us slower, docs/perf/fused_moe.md session 30). A launch parameter.
   int preload = -1;
+  // Decode kernels (gemv=1) on sm_90: 1 = their functions prefer the most
+  // shared memory over L1 (the preferred carveout; their loads do not
+  // allocate in L1), so a next kernel that takes much shared memory, such as
+  // the combine kernel with preload, need not wait for an SM to drain and
+  // reconfigure; 0 = the driver's choice, -1 = choose (0). Part of the
+  // kernel cache key (a function attribute).
+  int carveout = -1;
   // Decode kernels on per-row schedules (block_m = 1, and the combine
   // kernel): 1 = where the items exceed the CTAs resident at once, that
   // many CTAs, each taking an even contiguous range of the flat output

@@ -187,7 +187,7 @@ std::string MoeGroupedGemmConfig::str() const {
 
 const char* moe_grouped_gemm_config_keys() {
   return "block_m, block_n, stages, warps_m, warps_n, sm90, tma, persistent, k_splits, group_m, gemv, tma_store, "
-         "half_skip, prefetch, preload, balance, bulk, cluster, multicast";
+         "half_skip, prefetch, preload, carveout, balance, bulk, cluster, multicast";
 }
 
 bool is_moe_grouped_gemm_config_key(const std::string& key) {
@@ -216,6 +216,7 @@ void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, 
   else if (key == "half_skip") c.half_skip = value;
   else if (key == "prefetch") c.prefetch = value;
   else if (key == "preload") c.preload = value;
+  else if (key == "carveout") c.carveout = value;
   else if (key == "balance") c.balance = value;
   else if (key == "bulk") c.bulk = value;
   else if (key == "cluster") c.cluster = value;
@@ -550,7 +551,11 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   const bool dual = a.w_up.has_value();
   const int64_t N = a.out.shape[1];
   MoeGroupedGemmConfig c;
-  c.tma = 0, c.persistent = 0, c.k_splits = 1, c.tma_store = 0, c.preload = 0;  // resolved below
+  c.tma = 0, c.persistent = 0, c.k_splits = 1, c.tma_store = 0, c.preload = 0, c.carveout = 0;  // resolved below
+  TC_CHECK_ARG(over.carveout >= -1 && over.carveout <= 1, kOp, "carveout",
+               "0 (the driver's L1 / shared memory split), 1 (the most shared memory; decode kernels on sm_90) or -1 "
+               "(choose)",
+               std::to_string(over.carveout));
   c.block_m = resolve_block_m(a, over);
   // Groups of 8 row tiles: with ~130 resident CTAs, a wave covers ~8 row
   // blocks x ~16 column blocks, which fit L2 together for the layer's shapes.
@@ -637,10 +642,14 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                    "the decode combine kernel on a settled schedule, sm_90, within the shared memory limit", no);
       c.preload = over.preload == 1 ? 1 : 0;  // (-1: off; see MoeGroupedGemmConfig::preload)
     }
+    TC_CHECK_ARG(over.carveout < 1 || cc_major == 9, kOp, "carveout", "sm_90 (decode kernels)",
+                 fmt::format("sm_{}x", cc_major));
+    c.carveout = over.carveout == 1 ? 1 : 0;
     return c;
   }
   TC_CHECK_ARG(over.preload < 1, kOp, "preload", "the decode combine kernel (gemv=1 with combine)",
                "the MMA kernels");
+  TC_CHECK_ARG(over.carveout < 1, kOp, "carveout", "the decode kernels (gemv=1)", "the MMA kernels");
   const bool sm90_ok = (c.block_m == 128 || c.block_m == 64) && moe_grouped_gemm_wgmma_ok(a, cc_major);
   TC_CHECK_ARG(over.sm90 >= -1 && over.sm90 <= 2, kOp, "sm90",
                "0 (mma.sync), 1 (wgmma) or 2 (warp-specialised wgmma)", std::to_string(over.sm90));
@@ -929,7 +938,8 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
                         uint64_t(vec) << 41 | uint64_t(table) << 42 | uint64_t(c.sm90) << 53 |
                         uint64_t(std::max(c.tma, 0)) << 55 | uint64_t(c.k_splits > 1) << 57 |
                         uint64_t(c.gemv == 1) << 58 | uint64_t(c.tma_store == 1) << 59 | uint64_t(a.combine > 1) << 60 |
-                        uint64_t(c.cluster == 2) << 61 | uint64_t(c.gemv == 1 && c.bulk == 1) << 62;
+                        uint64_t(c.cluster == 2) << 61 | uint64_t(c.gemv == 1 && c.bulk == 1) << 62 |
+                        uint64_t(c.carveout == 1) << 63;
   const BulkPlan bulk = c.gemv == 1 && c.bulk == 1 ? bulk_plan(a) : BulkPlan{};
   // (A bulk kernel's ring depends on the shape: its limit is raised once to the most any takes.)
   // (The decode combine kernel's preload: its first item's weights, within
@@ -943,8 +953,11 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   static jit::OpKernelCache kernels;
   const jit::Launchable& k = kernels.get(
       code, o.compile, a.a.device.index, [&] { return moe_grouped_gemm_kernel_spec(a, c); },
-      [smem_limit](const jit::Launchable& l) {
+      [smem_limit, carveout = c.carveout == 1](const jit::Launchable& l) {
         TC_DRV(cuFuncSetAttribute, l.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem_limit);
+        if (carveout)
+          TC_DRV(cuFuncSetAttribute, l.fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                 int(CU_SHAREDMEM_CARVEOUT_MAX_SHARED));
       });
   rt::ensure_context(a.a.device.index);
 
