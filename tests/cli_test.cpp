@@ -56,7 +56,8 @@ TEST(Cli, UsageErrorsExit2NamingTheFlag) {
 }
 
 // bench --scopes: only the named scopes are timed (the main line always
-// runs); a name the case does not have is its error, listing those it has.
+// runs; "main" names it); a name the case does not have is its error,
+// listing those it has.
 TEST(Cli, BenchScopesFilter) {
   TC_REQUIRE_GPU();
   auto r = run("bench --op fused_moe --workload t1-k1 --warmup 0 --repeat 2 --scopes experts,gate_up");
@@ -64,9 +65,14 @@ TEST(Cli, BenchScopesFilter) {
   EXPECT_NE(r.out.find("    experts "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("    gate_up "), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("cublas_per_expert "), std::string::npos) << r.out;
+  r = run("bench --op fused_moe --workload t1-k1 --warmup 0 --repeat 2 --scopes main --options release,trace");
+  EXPECT_EQ(r.rc, 0) << r.out;  // the main line alone, its stamps after a flushed re-run
+  EXPECT_EQ(r.out.find("    experts "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("trace "), std::string::npos) << r.out;
   r = run("bench --op fused_moe --workload t1-k1 --warmup 0 --repeat 2 --scopes expertz");
   EXPECT_NE(r.out.find("--scopes"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("'expertz'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("main, "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("kernel_only"), std::string::npos) << r.out;
 }
 

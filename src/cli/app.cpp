@@ -34,8 +34,9 @@ int run_main(int argc, char** argv) {
   cli::add_timing_flags(bench, o);
   bench->add_option("--scopes", o.scopes,
                     "Time only these scopes of each case (comma-separated, e.g. experts,down; the main line always "
-                    "runs); with --options ...,trace the stamps printed are the last one's (without it, the "
-                    "main line's check call after the timing)")
+                    "runs, and 'main' names it); with --options ...,trace the stamps printed are the last name's, "
+                    "run once more after the timing with the L2 flushed (without --scopes: the main line's "
+                    "check call, L2 warm)")
       ->delimiter(',');
   bench->add_option("--backend", o.backend, "cuda or cpu")->check(CLI::IsMember({"cuda", "cpu"}));
   auto* run = app.add_subcommand("run", "Main job: env, compile, test and bench; writes logs and reports");
