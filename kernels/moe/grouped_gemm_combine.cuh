@@ -184,13 +184,13 @@ struct GemmCombine {
     const long long t = t0 + lane;
     bool routed = t >= p.comb_tokens;
     for (int k = 0; k < K && !routed; ++k) routed = unsigned(p.comb_pos[t * K + k]) < unsigned(p.M);
-    unsigned todo = __ballot_sync(0xffffffffu, !routed);
+    unsigned unrouted = __ballot_sync(0xffffffffu, !routed);  // lanes whose token has no slot
     const int chunks = p.N / 8;
     Vec<OutT, 8> z;
 #pragma unroll
     for (int e = 0; e < 8; ++e) z.v[e] = from_float<OutT>(0.f);
-    for (; todo; todo &= todo - 1) {
-      OutT* out = static_cast<OutT*>(p.comb_out) + (t0 + __ffs(todo) - 1) * p.N;
+    for (; unrouted; unrouted &= unrouted - 1) {
+      OutT* out = static_cast<OutT*>(p.comb_out) + (t0 + __ffs(unrouted) - 1) * p.N;
       for (int ch = lane; ch < chunks; ch += 32) store(out + ch * 8, z);
     }
   }
@@ -211,8 +211,8 @@ struct GemmCombine {
         last = top == r0 + lane;
       }
     }
-    for (unsigned todo = __ballot_sync(0xffffffffu, last); todo; todo &= todo - 1)
-      combine_token(p, __shfl_sync(0xffffffffu, t, __ffs(todo) - 1), tiles);
+    for (unsigned lasts = __ballot_sync(0xffffffffu, last); lasts; lasts &= lasts - 1)
+      combine_token(p, __shfl_sync(0xffffffffu, t, __ffs(lasts) - 1), tiles);
   }
 
   // A combine warp's whole life.
