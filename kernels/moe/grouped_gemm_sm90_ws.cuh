@@ -315,11 +315,6 @@ struct GroupedGemmSm90Ws {
       return w.mine || peer_ok;
     }
   }
-  // Whether consumer warpgroup cw computes unit w: its CTA has the tile and,
-  // with 128-row tiles, its 64-row half holds rows (p.tile_fill).
-  static __device__ __forceinline__ bool half_live(const GroupedGemmParams& p, const Work& w, int cw) {
-    return (!kPair || w.mine) && (BM != 128 || !p.tile_fill || p.tile_fill[w.tile.row0 + 64 * cw] >= 0);
-  }
   // A consumer warp's release of slot `empty_s` (with pairs: in both CTAs).
   // Its reads of the slot retired (wgmma.wait_group), and the slot is only
   // rewritten by TMA, so a CTA-scope arrival suffices (as CUTLASS's
@@ -512,25 +507,10 @@ struct GroupedGemmSm90Ws {
     // wait never stalls the MMAs. pending: that row tile, or -1.
     const bool comb = kCombineOk && p.comb_sync != nullptr, comb_leader = comb && threadIdx.x % 128 == 0;
     int pending = -1;
-    // The next unit is read (and its tile found: divisions, the expert's and
-    // the fill's global loads, ~1 k-step of latency) during this tile's last
-    // k-step, while its MMAs run, instead of after the epilogue with the
-    // tensor pipe idle. `ahead`: unit j was read so (nu, nok, nw).
-    bool ahead = false, nok = false, nlive = false;
-    long long nu = 0;
-    Work nw;
     for (int j = 0;; ++j) {
-      long long u;
-      bool ok, live;
-      if (ahead) {
-        u = nu, ok = nok, w = nw, live = nlive, ahead = false;
-      } else {
-        u = dynamic ? read_tile(q, j, rank) : first + j * stride;
-        ok = u < units && work_at(p, u, tiles, rank, w);
-        live = ok && half_live(p, w, cw);
-      }
+      const long long u = dynamic ? read_tile(q, j, rank) : first + j * stride;
       if (u >= units) break;
-      if (!ok) {
+      if (!work_at(p, u, tiles, rank, w)) {
         if constexpr (kCombineOk) {
           if (comb_leader) Comb::skip(p, u, tiles);
         }
@@ -549,6 +529,7 @@ struct GroupedGemmSm90Ws {
       // A 64-row half that holds no rows (p.tile_fill) computes nothing but
       // keeps the ring's protocol: it waits for each stage and releases it.
       // So does a pair's rank without a tile.
+      const bool live = mine && (BM != 128 || !p.tile_fill || p.tile_fill[w.tile.row0 + 64 * cw] >= 0);
       for (int t = 0; t < kt; ++t, ++g) {
         const unsigned s = g % STAGES;
         mbar_wait(full + s, (g / STAGES) & 1u);
@@ -557,12 +538,6 @@ struct GroupedGemmSm90Ws {
         wgmma_wait<1>();  // the MMAs of k-step g - 1 retired: its slot may be refilled
         if (t > 0 && releaser) release_slot(empty + (g - 1) % STAGES, rank);
         if (kHoldSlot && held >= 0) release_held();
-        if (t == kt - 1) {  // (every slot this unit needs from us is released: the producer can publish j + 1)
-          nu = dynamic ? read_tile(q, j + 1, rank) : first + (j + 1) * stride;
-          nok = nu < units && work_at(p, nu, tiles, rank, nw);
-          nlive = nok && half_live(p, nw, cw);
-          ahead = true;
-        }
       }
       wgmma_wait<0>();
       const bool hold = kHoldSlot && mine && kt > 0;
