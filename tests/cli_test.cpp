@@ -37,6 +37,9 @@ TEST(Cli, UsageErrorsExit2NamingTheFlag) {
   EXPECT_NE(r.out.find("--op"), std::string::npos) << r.out;
   r = run("bench --repeat 0");
   EXPECT_EQ(r.rc, 2) << r.out;
+  r = run("bench --warmup-ms -1");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("--warmup-ms"), std::string::npos) << r.out;
   r = run("compile --options fastest");
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("fastest"), std::string::npos) << r.out;

@@ -1,6 +1,7 @@
 // Runtime, JIT launch, device random generator and ceilings on a real GPU.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 
@@ -91,6 +92,32 @@ TEST(GpuRuntime, InterleavedTimingKeepsFunctionsApart) {
   EXPECT_GT(r.stats[0].median, 4 * r.stats[2].median) << r.stats[0].median << " ms vs " << r.stats[2].median << " ms";
   // The one-function form is the same protocol.
   EXPECT_EQ(harness::time_cuda(small, s.get(), ts, nullptr).samples_ms.size(), 10u);
+}
+
+// The warmup goes on past its count until warmup_ms of GPU time has passed
+// (clocks ramp from idle over milliseconds; a few rounds of microsecond
+// kernels left the timed rounds to see the ramp); with warmup_ms = 0 it is
+// the count alone.
+TEST(GpuRuntime, WarmupRunsForItsMinimumTime) {
+  TC_REQUIRE_GPU();
+  rt::Stream s;
+  DeviceTensor buf(DType::kF32, {int64_t(1) << 20});
+  int calls = 0;
+  auto fn = [&](CUstream st) {
+    ++calls;
+    TC_DRV(cuMemsetD8Async, CUdeviceptr(buf.data()), 3, buf.nbytes(), st);
+  };
+  harness::TimingSettings ts;
+  ts.warmup = 2, ts.repeat = 3, ts.hot = true, ts.warmup_ms = 0;
+  EXPECT_EQ(harness::time_cuda(fn, s.get(), ts, nullptr).samples_ms.size(), 3u);
+  EXPECT_EQ(calls, 5);
+  calls = 0;
+  ts.warmup_ms = 20;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(harness::time_cuda(fn, s.get(), ts, nullptr).samples_ms.size(), 3u);
+  const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(wall_ms, 20.0);
+  EXPECT_GT(calls, 5 + 10) << "a 4 MiB memset takes microseconds: 20 ms of warmup is many rounds";
 }
 
 // The clock/power record every CUDA bench carries: NVML ships with the

@@ -49,6 +49,7 @@ harness::RunOptions Options::run_options(bool checked) const {
 harness::TimingSettings Options::timing() const {
   harness::TimingSettings t;
   t.warmup = warmup;
+  t.warmup_ms = warmup_ms;
   t.repeat = repeat;
   t.trials = trials;
   t.hot = hot;
@@ -80,7 +81,10 @@ void add_compile_flags(CLI::App* app, Options& o) {
 }
 
 void add_timing_flags(CLI::App* app, Options& o) {
-  app->add_option("--warmup", o.warmup, "Warmup iterations")->check(CLI::Range(0, 100000));
+  app->add_option("--warmup", o.warmup, "Warmup iterations (at least)")->check(CLI::Range(0, 100000));
+  app->add_option("--warmup-ms", o.warmup_ms,
+                  "Warmup: go on past --warmup until this much GPU time has passed (clocks ramp; default 25)")
+      ->check(CLI::Range(0.0, 60000.0));
   app->add_option("--repeat", o.repeat, "Timed iterations per trial")->check(CLI::Range(1, 100000));
   app->add_option("--trials", o.trials, "Trials")->check(CLI::Range(1, 1000));
   app->add_flag("--hot", o.hot, "No L2 flush between iterations");

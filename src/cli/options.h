@@ -22,6 +22,7 @@ struct Options {
   std::vector<std::string> config;  // key=value kernel overrides
   std::vector<std::string> scopes;  // bench: time only these scopes of each case (empty: all)
   int warmup = 10, repeat = 100, trials = 1;
+  double warmup_ms = 25;
   bool hot = false;
   std::string flush = "read";
   bool remeasure = false;

@@ -125,7 +125,8 @@ double scope_vs_ratio(const nlohmann::json& record, const nlohmann::json& scope)
 std::string performance_report(const EnvInfo& env, const Ceilings* ce, const Records& recs, const std::string& note) {
   std::string s = "# Performance report\n\n";
   if (!note.empty()) s += "> " + note + "\n\n";
-  s += "Protocol: warmup, then timed repeats with CUDA events around each iteration; before each timed "
+  s += "Protocol: warmup (a count of rounds, then more until a minimum of GPU time has passed, so that the clocks "
+       "have left idle), then timed repeats with CUDA events around each iteration; before each "
        "iteration the L2 is flushed by the mode in the `flush` column (`read` streams a buffer of 2x L2 so the "
        "cache is cold and clean; `write` is a memset, as Triton's do_bench). Bytes and flops come from the "
        "manifest formulas; `bytes` counts every slot, `GB/s valid` counts only valid (non -1) slots.\n\n";

@@ -379,6 +379,7 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
   r["scope"] = a.main_scope();
   r["flush"] = ctx.timing.hot ? "none (hot)" : ctx.timing.flush;
   r["warmup"] = ctx.timing.warmup;
+  r["warmup_ms"] = ctx.timing.warmup_ms;
   r["repeat"] = ctx.timing.repeat;
   r["trials"] = ctx.timing.trials;
   r["dependent_launch"] = jit::dependent_launch_enabled();  // PDL moves decode times by up to ~10%

@@ -87,9 +87,23 @@ InterleavedTimings time_cuda_interleaved(const std::vector<std::function<void(CU
       return false;
     }
   };
-  for (int i = 0; i < s.warmup; ++i)
-    for (size_t k = 0; k < n; ++k)
-      if (alive[k]) call(k);
+  // Warmup: at least s.warmup rounds, and rounds until s.warmup_ms of GPU
+  // time since the first (each round as a timed one, flushes included, so
+  // the clocks settle under the load they are then measured under).
+  constexpr int kMaxWarmupRounds = 100000;
+  rt::Event w0, w1;
+  w0.record(stream);
+  for (int round = 0; round < kMaxWarmupRounds; ++round) {
+    if (round >= s.warmup) {
+      w1.record(stream);
+      if (double(w1.elapsed_ms_since(w0)) >= s.warmup_ms) break;
+    }
+    for (size_t k = 0; k < n; ++k) {
+      if (!alive[k]) continue;
+      if (!s.hot && flusher) flusher->flush(stream, s.flush);
+      call(k);
+    }
+  }
   std::vector<std::vector<double>> samples(n);
   std::vector<std::unique_ptr<rt::Event>> start, stop;
   for (size_t i = 0; i < n * R; ++i) {

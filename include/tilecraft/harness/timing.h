@@ -1,7 +1,7 @@
 #pragma once
-// The one benchmark protocol: warmup, then repeats (optionally several
-// trials), each timed iteration preceded by an L2 flush unless hot, CUDA
-// events around each iteration.
+// The one benchmark protocol: warmup (a count of rounds and a minimum GPU
+// time), then repeats (optionally several trials), each iteration preceded
+// by an L2 flush unless hot, CUDA events around each timed iteration.
 #include <cuda.h>
 
 #include <functional>
@@ -16,6 +16,10 @@ namespace tilecraft::harness {
 
 struct TimingSettings {
   int warmup = 10, repeat = 100, trials = 1;
+  // Warmup rounds go on past `warmup` until this much GPU time has passed
+  // since the first: a few rounds of microsecond kernels leave the clocks
+  // where an idle GPU had them, and the timed rounds then see them ramp.
+  double warmup_ms = 25;
   bool hot = false;             // no flush
   std::string flush = "read";   // read (leaves L2 clean) | write (memset, as do_bench)
 };
