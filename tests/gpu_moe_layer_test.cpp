@@ -683,6 +683,9 @@ TEST(GpuFusedMoe, DecodePreloadKeepsTheBits) {
   rt::Stream s;
   TC_EXPECT_ERROR(ops::fused_moe(big.args(), big.params(), s.get(), nullptr, o), ErrorKind::kInvalidArgument,
                   "preload", "bytes per CTA");
+  o.down.preload = -1;  // the default: no preload where it does not fit, and no error
+  EXPECT_NO_THROW(ops::fused_moe(big.args(), big.params(), s.get(), nullptr, o));
+  s.sync();
 }
 
 // The fused combine where it cannot run is an error that says why.

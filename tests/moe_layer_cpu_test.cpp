@@ -679,6 +679,36 @@ TEST(MoeGroupedGemmCpu, PerRowKernelsCompileWithoutSpills) {
       }
 }
 
+// The decode combine kernel's preload and carveout by default: on where the
+// preload applies (settled schedule, sm_90, register loads, the first item's
+// rows within 100 KB), off elsewhere, each overridable; the carveout follows
+// the preload unless given.
+TEST(MoeGroupedGemmCpu, DecodePreloadByDefault) {
+  const int64_t E = 16, N = 256, T = 1, S = 8;
+  for (int64_t K : {int64_t(768), int64_t(4096)}) {
+    SCOPED_TRACE("K = " + std::to_string(K));
+    HostTensor a(DType::kBF16, {T * S, K}), w(DType::kBF16, {E, N, K}), out(DType::kBF16, {T, N}),
+        ids(DType::kI32, {T * S}), scale(DType::kF32, {T * S});
+    auto g = per_row_args(a.view(), w.view(), out.view(), ids.view(), S, true, scale.view());
+    ops::MoeGroupedGemmConfig over;
+    over.bulk = 0;
+    EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9, 132).preload, 0) << "an unsettled schedule";
+    g.schedule_settled = true;
+    const auto c = ops::moe_grouped_gemm_config(g, over, 9, 132);
+    const bool fits = S * c.block_n * K * 2 <= ops::moe_grouped_gemm_max_preload_bytes;
+    EXPECT_EQ(K == 768, fits) << "block_n " << c.block_n;
+    EXPECT_EQ(c.preload, fits ? 1 : 0);
+    EXPECT_EQ(c.carveout, fits ? 1 : 0);
+    EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 8, 132).preload, 0) << "sm_80";
+    over.carveout = 0;
+    EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9, 132).carveout, 0);
+    over.carveout = -1, over.preload = 0;
+    const auto off = ops::moe_grouped_gemm_config(g, over, 9, 132);
+    EXPECT_EQ(off.preload, 0);
+    EXPECT_EQ(off.carveout, 0);
+  }
+}
+
 // The bulk decode kernels (weights through a shared-memory ring): allowed on
 // sm_90 for the decode path's two per-row projections, never elsewhere
 // (bulk=1 there is an error naming why); both modes, fp16 and bf16, compile

@@ -167,16 +167,18 @@ struct MoeGroupedGemmConfig {
   // bulk-copies its first item's weight rows (every slot's) into shared
   // memory before the grid wait, so its share streams while the previous
   // kernel drains (at most moe_grouped_gemm_max_preload_bytes: combine x
-  // block_n x K x 2 bytes), 0 = no, -1 = choose (0: on the H200, Qwen3-30B
-  // T = 1, it made the experts scope 0.5-0.7 us faster but the whole layer
-  // 2.5 us slower, docs/perf/fused_moe.md session 30). A launch parameter.
+  // block_n x K x 2 bytes), 0 = no, -1 = choose (1 wherever it applies:
+  // with the carveout below, Qwen3-30B T = 1's experts scope 28.1-28.4 ->
+  // 26.9-27.3 us on the H200, the layer timed alone 28.8 -> 27.3;
+  // docs/perf/fused_moe.md sessions 30-31). A launch parameter.
   int preload = -1;
   // Decode kernels (gemv=1) on sm_90: 1 = their functions prefer the most
   // shared memory over L1 (the preferred carveout; their loads do not
   // allocate in L1), so a next kernel that takes much shared memory, such as
   // the combine kernel with preload, need not wait for an SM to drain and
-  // reconfigure; 0 = the driver's choice, -1 = choose (0). Part of the
-  // kernel cache key (a function attribute).
+  // reconfigure; 0 = the driver's choice, -1 = choose (1 for a kernel that
+  // preloads; fused_moe also sets it on the gate/up kernel before one). Part
+  // of the kernel cache key (a function attribute).
   int carveout = -1;
   // Decode kernels on per-row schedules (block_m = 1, and the combine
   // kernel): 1 = where the items exceed the CTAs resident at once, that

@@ -477,6 +477,20 @@ auto in_projection(bool gate_up, F&& f) {
   return in_gemm(gate_up ? LayerGemm::kGateUp : LayerGemm::kDown, std::forward<F>(f));
 }
 
+// The decode path's gate/up overrides: where the down projection's combine
+// kernel preloads its first item's weights (its default on sm_90 where they
+// fit), the gate/up kernel before it prefers the most shared memory too, so
+// the preloading CTAs need no SM to drain and reconfigure before they can be
+// resident (session 30: the carveout on both kernels took back half of what
+// the preload alone cost the layer).
+MoeGroupedGemmConfig decode_gate_up_config(const MoeGroupedGemmArgs& down, const FusedMoeOptions& o, int cc_major,
+                                           int sm_count) {
+  MoeGroupedGemmConfig g = o.gate_up;
+  const auto down_config = in_projection(false, [&] { return moe_grouped_gemm_config(down, o.down, cc_major, sm_count); });
+  if (g.carveout == -1 && down_config.preload == 1) g.carveout = 1;
+  return g;
+}
+
 // The layer's tile height on a GPU of compute capability cc_major.
 int layer_block_m(const FusedMoeArgs& a, const FusedMoeParams& p, const FusedMoeOptions& o, int cc_major) {
   if (o.gate_up.block_m) return o.gate_up.block_m;
@@ -541,8 +555,9 @@ std::vector<jit::KernelSpec> fused_moe_kernel_specs(const FusedMoeArgs& a, const
         specs.push_back(s);
       return specs;
     }
-    add_projection(true, decode_gate_up_args(a, b, d), o.gate_up);
-    add_projection(false, decode_down_args(a, b, d), o.down);
+    const MoeGroupedGemmArgs down = decode_down_args(a, b, d);
+    add_projection(true, decode_gate_up_args(a, b, d), decode_gate_up_config(down, o, cc, sms));
+    add_projection(false, down, o.down);
     return specs;
   }
   if (!p.given_routing && fused_gate_mapping(o, d, sms)) specs.push_back(moe_topk_gate_mapping_kernel_spec(g, p.gate));
@@ -607,8 +622,13 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
                    runs(o, FusedMoeStage::kDown));
       return;
     }
-    if (runs(o, FusedMoeStage::kGateUp)) project(true, decode_gate_up_args(a, b, d));
-    if (runs(o, FusedMoeStage::kDown)) project(false, decode_down_args(a, b, d));
+    const MoeGroupedGemmArgs down = decode_down_args(a, b, d);
+    if (runs(o, FusedMoeStage::kGateUp))
+      in_projection(true, [&] {
+        moe_grouped_gemm(decode_gate_up_args(a, b, d), stream,
+                         options(decode_gate_up_config(down, o, info.cc_major, info.sm_count)));
+      });
+    if (runs(o, FusedMoeStage::kDown)) project(false, down);
     return;
   }
   const MoeFusedMappingArgs mapping{b.ids, b.counts, b.offsets, b.slot_pos, b.pos_to_token, b.tile_expert, b.num_tiles};
