@@ -37,6 +37,25 @@ struct State {
 
 constexpr size_t kTraceBytes = size_t(tc::kTraceCtas) * tc::kTraceSlots * 2 * sizeof(unsigned long long);
 
+// TILECRAFT_CARVEOUT=N (0..100): every kernel loaded prefers N% of the
+// unified L1 / shared memory as shared memory (a function attribute; ops
+// that set their own afterwards keep theirs). For measuring what the SMs'
+// reconfiguration between kernels of different preferences costs.
+int carveout_override() {
+  static const int v = [] {
+    const char* e = std::getenv("TILECRAFT_CARVEOUT");
+    if (!e || !*e) return -1;
+    char* end = nullptr;
+    const long n = std::strtol(e, &end, 10);
+    if (*end || n < 0 || n > 100)
+      throw Error(ErrorKind::kInvalidArgument,
+                  std::string("environment: TILECRAFT_CARVEOUT: expected an integer percentage 0..100, got '") + e +
+                      "'");
+    return int(n);
+  }();
+  return v;
+}
+
 State& state() {
   static State s;
   return s;
@@ -160,6 +179,8 @@ const Launchable& get_kernel(const KernelSpec& spec, const CompileOptions& optio
   CUmodule mod;
   TC_DRV(cuModuleLoadData, &mod, compiled->cubin.data());
   TC_DRV(cuModuleGetFunction, &l->fn, mod, compiled->lowered_name.c_str());
+  if (const int c = carveout_override(); c >= 0)
+    TC_DRV(cuFuncSetAttribute, l->fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, c);
   l->dependent = spec.waits_for_previous_grid && rt::device_info(device).cc_major >= 9;
   if (options.trace) {
     // Only kernels that include tile/trace.cuh (and so stamp) have the buffer.
