@@ -13,6 +13,7 @@
 #include "tilecraft/harness/runner.h"
 #include "tilecraft/harness/timing.h"
 #include "tilecraft/harness/trace.h"
+#include "tilecraft/jit/compiler.h"
 #include "tilecraft/jit/jit.h"
 
 using namespace tilecraft;
@@ -191,6 +192,33 @@ TEST(CompileAll, EveryManifestKernelForSm90a) {
       }
   }
   EXPECT_GT(seen.size(), 50u);
+}
+
+// The harness's own kernels (ceilings, the L2 flush's passes, the empty
+// kernel) are compiled only when a GPU run first needs them: here they
+// compile for both targets, the flush passes with their L2 eviction
+// policies on sm_90a.
+TEST(Harness, HarnessKernelsCompile) {
+  const std::vector<jit::KernelSpec> specs = {
+      {"harness/bandwidth.cuh", "tc::harness::copy_kernel", {"4"}, "copy"},
+      {"harness/bandwidth.cuh", "tc::harness::read_kernel", {"4"}, "read"},
+      {"harness/bandwidth.cuh", "tc::harness::flush_read_kernel", {"4", "true"}, "flush, evict_last pass"},
+      {"harness/bandwidth.cuh", "tc::harness::flush_read_kernel", {"4", "false"}, "flush, evict_first pass"},
+      {"harness/bandwidth.cuh", "tc::harness::empty_kernel", {}, "empty"}};
+  for (const auto& spec : specs)
+    for (const char* arch : {"sm_90a", "sm_80"}) {
+      SCOPED_TRACE(spec.config + " " + arch);
+      const auto k = jit::compile(spec, {}, arch);
+      EXPECT_GT(k->cubin.size(), 0u);
+    }
+  for (const char* pass : {"true", "false"}) {  // each pass carries its eviction policy
+    const jit::KernelSpec spec{"harness/bandwidth.cuh", "tc::harness::flush_read_kernel", {"4", pass}, "flush"};
+    const std::string ptx = jit::nvrtc_compile(spec, {}, "compute_90a").binary;
+    EXPECT_NE(ptx.find("L2::cache_hint"), std::string::npos) << pass;
+    EXPECT_NE(ptx.find(std::string("L2::") + (pass == std::string("true") ? "evict_last" : "evict_first")),
+              std::string::npos)
+        << pass;
+  }
 }
 
 TEST(Reports, JsonlCsvMarkdown) {

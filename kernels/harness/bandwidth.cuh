@@ -1,6 +1,6 @@
 #pragma once
 // Kernels the harness uses to measure this device: copy and read-only
-// streaming bandwidth (the memory ceilings), the L2 flush (a read, so the
+// streaming bandwidth (the memory ceilings), the L2 flush (reads, so the
 // cache is left clean), and an empty kernel (the launch floor).
 #include "harness/params.cuh"
 #include "tile/vec.cuh"
@@ -38,6 +38,48 @@ __global__ void read_kernel(const StreamParams p) {
   }
   for (; i < p.n; i += stride) {
     uint4 v = load_stream<uint4, 1>(static_cast<const uint4*>(p.src) + i).v[0];
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x9e3779b9u) p.sink[0] = acc;  // keeps the loads alive
+}
+
+// One pass of the L2 flush: a streaming read of the buffer with every line
+// given the L2 eviction priority evict_last (LAST) or evict_first. A plain
+// read cannot evict lines an earlier kernel marked evict_last (the L2 gives
+// up its normal lines first, so such lines outlive any amount of normal
+// reads); a pass marked evict_last can, and a second pass marked
+// evict_first then leaves the cache full of lines any access evicts first.
+template <int UNROLL, bool LAST>
+__global__ void flush_read_kernel(const StreamParams p) {
+  const uint4* src = static_cast<const uint4*>(p.src);
+  unsigned long long policy = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (LAST) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
+  else asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+#endif
+  const auto load = [&](unsigned long long i) {
+    uint4 r;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;\n"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(src + i), "l"(policy));
+#else
+    r = load_stream<uint4, 1>(src + i).v[0];
+#endif
+    return r;
+  };
+  const unsigned long long stride = 1ull * gridDim.x * blockDim.x;
+  unsigned int acc = 0;
+  unsigned long long i = 1ull * blockIdx.x * blockDim.x + threadIdx.x;
+  for (; i + (UNROLL - 1) * stride < p.n; i += UNROLL * stride) {
+    uint4 v[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) v[u] = load(i + u * stride);
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  for (; i < p.n; i += stride) {
+    const uint4 v = load(i);
     acc ^= v.x ^ v.y ^ v.z ^ v.w;
   }
   if (acc == 0x9e3779b9u) p.sink[0] = acc;  // keeps the loads alive

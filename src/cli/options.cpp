@@ -88,7 +88,10 @@ void add_timing_flags(CLI::App* app, Options& o) {
   app->add_option("--repeat", o.repeat, "Timed iterations per trial")->check(CLI::Range(1, 100000));
   app->add_option("--trials", o.trials, "Trials")->check(CLI::Range(1, 1000));
   app->add_flag("--hot", o.hot, "No L2 flush between iterations");
-  app->add_option("--flush", o.flush, "L2 flush mode")->check(CLI::IsMember({"read", "write"}));
+  app->add_option("--flush", o.flush,
+                  "L2 flush mode: read (default: two passes, evict_last then evict_first, so no earlier line survives), "
+                  "plain (one normal read: lines marked evict_last survive it) or write (memset)")
+      ->check(CLI::IsMember({"read", "plain", "write"}));
   app->add_flag("--remeasure-ceilings", o.remeasure, "Measure the device ceilings again instead of using the cache");
 }
 

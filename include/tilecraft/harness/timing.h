@@ -21,7 +21,7 @@ struct TimingSettings {
   // where an idle GPU had them, and the timed rounds then see them ramp.
   double warmup_ms = 25;
   bool hot = false;             // no flush
-  std::string flush = "read";   // read (leaves L2 clean) | write (memset, as do_bench)
+  std::string flush = "read";   // read (two passes: nothing earlier survives) | plain (one read) | write (memset, as do_bench)
 };
 
 struct TimingStats {
@@ -32,7 +32,10 @@ struct TimingStats {
 
 TimingStats summarize(std::vector<double> samples_ms);
 
-// Evicts L2 by streaming a buffer of >= 2x L2 (read) or by memset (write).
+// Evicts L2 by streaming a buffer of >= 2x L2: read (a pass whose lines are
+// marked evict_last, so that lines an earlier kernel marked so go too, then
+// one marked evict_first, leaving a cold cache), plain (one normal read, as
+// before session 31) or write (memset).
 class L2Flusher {
  public:
   explicit L2Flusher(int device = 0);
