@@ -202,8 +202,8 @@ TEST(Harness, HarnessKernelsCompile) {
   const std::vector<jit::KernelSpec> specs = {
       {"harness/bandwidth.cuh", "tc::harness::copy_kernel", {"4"}, "copy"},
       {"harness/bandwidth.cuh", "tc::harness::read_kernel", {"4"}, "read"},
-      {"harness/bandwidth.cuh", "tc::harness::flush_read_kernel", {"4", "true"}, "flush, evict_last pass"},
-      {"harness/bandwidth.cuh", "tc::harness::flush_read_kernel", {"4", "false"}, "flush, evict_first pass"},
+      {"harness/bandwidth.cuh", "tc::harness::flush_read_last_kernel", {"4"}, "flush, evict_last pass"},
+      {"harness/bandwidth.cuh", "tc::harness::flush_normal_kernel", {}, "flush, back to normal"},
       {"harness/bandwidth.cuh", "tc::harness::empty_kernel", {}, "empty"}};
   for (const auto& spec : specs)
     for (const char* arch : {"sm_90a", "sm_80"}) {
@@ -211,14 +211,14 @@ TEST(Harness, HarnessKernelsCompile) {
       const auto k = jit::compile(spec, {}, arch);
       EXPECT_GT(k->cubin.size(), 0u);
     }
-  for (const char* pass : {"true", "false"}) {  // each pass carries its eviction policy
-    const jit::KernelSpec spec{"harness/bandwidth.cuh", "tc::harness::flush_read_kernel", {"4", pass}, "flush"};
-    const std::string ptx = jit::nvrtc_compile(spec, {}, "compute_90a").binary;
-    EXPECT_NE(ptx.find("L2::cache_hint"), std::string::npos) << pass;
-    EXPECT_NE(ptx.find(std::string("L2::") + (pass == std::string("true") ? "evict_last" : "evict_first")),
-              std::string::npos)
-        << pass;
-  }
+  // The flush's passes carry their L2 policies.
+  const jit::KernelSpec last{"harness/bandwidth.cuh", "tc::harness::flush_read_last_kernel", {"4"}, "last"};
+  const std::string ptx_last = jit::nvrtc_compile(last, {}, "compute_90a").binary;
+  EXPECT_NE(ptx_last.find("L2::evict_last"), std::string::npos);
+  EXPECT_NE(ptx_last.find("L2::cache_hint"), std::string::npos);
+  const jit::KernelSpec normal{"harness/bandwidth.cuh", "tc::harness::flush_normal_kernel", {}, "normal"};
+  EXPECT_NE(jit::nvrtc_compile(normal, {}, "compute_90a").binary.find("applypriority.global.L2::evict_normal"),
+            std::string::npos);
 }
 
 TEST(Reports, JsonlCsvMarkdown) {

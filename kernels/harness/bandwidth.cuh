@@ -43,19 +43,16 @@ __global__ void read_kernel(const StreamParams p) {
   if (acc == 0x9e3779b9u) p.sink[0] = acc;  // keeps the loads alive
 }
 
-// One pass of the L2 flush: a streaming read of the buffer with every line
-// given the L2 eviction priority evict_last (LAST) or evict_first. A plain
-// read cannot evict lines an earlier kernel marked evict_last (the L2 gives
-// up its normal lines first, so such lines outlive any amount of normal
-// reads); a pass marked evict_last can, and a second pass marked
-// evict_first then leaves the cache full of lines any access evicts first.
-template <int UNROLL, bool LAST>
-__global__ void flush_read_kernel(const StreamParams p) {
+// The L2 flush's first pass: a streaming read of the buffer with every line
+// marked evict_last. A plain read cannot evict lines an earlier kernel
+// marked evict_last (the L2 gives up its normal lines first, so such lines
+// outlive any amount of normal reads); this pass can.
+template <int UNROLL>
+__global__ void flush_read_last_kernel(const StreamParams p) {
   const uint4* src = static_cast<const uint4*>(p.src);
   unsigned long long policy = 0;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr (LAST) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
-  else asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
 #endif
   const auto load = [&](unsigned long long i) {
     uint4 r;
@@ -83,6 +80,20 @@ __global__ void flush_read_kernel(const StreamParams p) {
     acc ^= v.x ^ v.y ^ v.z ^ v.w;
   }
   if (acc == 0x9e3779b9u) p.sink[0] = acc;  // keeps the loads alive
+}
+
+// The flush's second pass: every 128-byte line of the buffer still in the L2
+// back to normal priority, so the timed call finds the cache as a plain read
+// leaves it (full of clean lines of normal priority) and not full of lines it
+// would have to evict last.
+__global__ void flush_normal_kernel(const StreamParams p) {
+  const char* base = static_cast<const char*>(p.src);
+  const unsigned long long lines = p.n * 16 / 128, stride = 1ull * gridDim.x * blockDim.x;
+  for (unsigned long long i = 1ull * blockIdx.x * blockDim.x + threadIdx.x; i < lines; i += stride) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("applypriority.global.L2::evict_normal [%0], 128;\n" ::"l"(base + i * 128) : "memory");
+#endif
+  }
 }
 
 __global__ void empty_kernel(const StreamParams) {}

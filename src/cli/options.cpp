@@ -89,7 +89,8 @@ void add_timing_flags(CLI::App* app, Options& o) {
   app->add_option("--trials", o.trials, "Trials")->check(CLI::Range(1, 1000));
   app->add_flag("--hot", o.hot, "No L2 flush between iterations");
   app->add_option("--flush", o.flush,
-                  "L2 flush mode: read (default: two passes, evict_last then evict_first, so no earlier line survives), "
+                  "L2 flush mode: read (default: a read marked evict_last, so no earlier line survives, then its lines set back to "
+                  "normal priority), "
                   "plain (one normal read: lines marked evict_last survive it) or write (memset)")
       ->check(CLI::IsMember({"read", "plain", "write"}));
   app->add_flag("--remeasure-ceilings", o.remeasure, "Measure the device ceilings again instead of using the cache");

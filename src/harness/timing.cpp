@@ -66,15 +66,15 @@ void L2Flusher::flush(CUstream stream, const std::string& mode) {
     pass(plain);
     return;
   }
-  // read: every line evicted whatever its priority (a pass marked evict_last),
-  // then the buffer's lines demoted to evict_first (a second pass), so the
-  // timed call finds a cold cache of lines it evicts first.
-  static const jit::KernelSpec last{"harness/bandwidth.cuh", "tc::harness::flush_read_kernel", {"4", "true"},
+  // read: every earlier line evicted whatever its priority (a pass whose
+  // lines are marked evict_last), then the buffer's lines set back to normal
+  // priority, so the timed call finds the L2 as a plain read leaves it.
+  static const jit::KernelSpec last{"harness/bandwidth.cuh", "tc::harness::flush_read_last_kernel", {"4"},
                                     "l2 flush, evict_last pass"};
-  static const jit::KernelSpec first{"harness/bandwidth.cuh", "tc::harness::flush_read_kernel", {"4", "false"},
-                                     "l2 flush, evict_first pass"};
+  static const jit::KernelSpec normal{"harness/bandwidth.cuh", "tc::harness::flush_normal_kernel", {},
+                                      "l2 flush, back to normal priority"};
   pass(last);
-  pass(first);
+  pass(normal);
 }
 
 InterleavedTimings time_cuda_interleaved(const std::vector<std::function<void(CUstream)>>& fns, CUstream stream,

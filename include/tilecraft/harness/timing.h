@@ -34,8 +34,8 @@ TimingStats summarize(std::vector<double> samples_ms);
 
 // Evicts L2 by streaming a buffer of >= 2x L2: read (a pass whose lines are
 // marked evict_last, so that lines an earlier kernel marked so go too, then
-// one marked evict_first, leaving a cold cache), plain (one normal read, as
-// before session 31) or write (memset).
+// the buffer's lines set back to normal priority), plain (one normal read,
+// as before session 31; evict_last lines survive it) or write (memset).
 class L2Flusher {
  public:
   explicit L2Flusher(int device = 0);
