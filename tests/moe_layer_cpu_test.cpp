@@ -679,33 +679,33 @@ TEST(MoeGroupedGemmCpu, PerRowKernelsCompileWithoutSpills) {
       }
 }
 
-// The decode combine kernel's preload and carveout by default: on where the
-// preload applies (settled schedule, sm_90, register loads, the first item's
-// rows within 100 KB), off elsewhere, each overridable; the carveout follows
-// the preload unless given.
-TEST(MoeGroupedGemmCpu, DecodePreloadByDefault) {
+// The decode combine kernel's preload: off by default, on request where it
+// applies (settled schedule, sm_90, register loads, the first item's rows
+// within 100 KB), an error elsewhere; the carveout follows it unless given.
+TEST(MoeGroupedGemmCpu, DecodePreloadChoice) {
   const int64_t E = 16, N = 256, T = 1, S = 8;
   for (int64_t K : {int64_t(768), int64_t(4096)}) {
     SCOPED_TRACE("K = " + std::to_string(K));
     HostTensor a(DType::kBF16, {T * S, K}), w(DType::kBF16, {E, N, K}), out(DType::kBF16, {T, N}),
         ids(DType::kI32, {T * S}), scale(DType::kF32, {T * S});
     auto g = per_row_args(a.view(), w.view(), out.view(), ids.view(), S, true, scale.view());
-    ops::MoeGroupedGemmConfig over;
-    over.bulk = 0;
-    EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9, 132).preload, 0) << "an unsettled schedule";
     g.schedule_settled = true;
+    ops::MoeGroupedGemmConfig over;
+    over.bulk = 0, over.block_n = 8;
     const auto c = ops::moe_grouped_gemm_config(g, over, 9, 132);
-    const bool fits = S * c.block_n * K * 2 <= ops::moe_grouped_gemm_max_preload_bytes;
-    EXPECT_EQ(K == 768, fits) << "block_n " << c.block_n;
-    EXPECT_EQ(c.preload, fits ? 1 : 0);
-    EXPECT_EQ(c.carveout, fits ? 1 : 0);
-    EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 8, 132).preload, 0) << "sm_80";
-    over.carveout = 0;
-    EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9, 132).carveout, 0);
-    over.carveout = -1, over.preload = 0;
-    const auto off = ops::moe_grouped_gemm_config(g, over, 9, 132);
-    EXPECT_EQ(off.preload, 0);
-    EXPECT_EQ(off.carveout, 0);
+    EXPECT_EQ(c.preload, 0);
+    EXPECT_EQ(c.carveout, 0);
+    over.preload = 1;
+    if (S * 8 * K * 2 <= ops::moe_grouped_gemm_max_preload_bytes) {
+      const auto on = ops::moe_grouped_gemm_config(g, over, 9, 132);
+      EXPECT_EQ(on.preload, 1);
+      EXPECT_EQ(on.carveout, 1) << "the carveout follows the preload";
+      over.carveout = 0;
+      EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9, 132).carveout, 0);
+    } else {
+      TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9, 132), ErrorKind::kInvalidArgument, "preload",
+                      "bytes per CTA");
+    }
   }
 }
 

@@ -167,17 +167,17 @@ struct MoeGroupedGemmConfig {
   // bulk-copies its first item's weight rows (every slot's) into shared
   // memory before the grid wait, so its share streams while the previous
   // kernel drains (at most moe_grouped_gemm_max_preload_bytes: combine x
-  // block_n x K x 2 bytes), 0 = no, -1 = choose (1 wherever it applies:
-  // with the carveout below, Qwen3-30B T = 1's experts scope 28.1-28.4 ->
-  // 26.9-27.3 us on the H200, the layer timed alone 28.8 -> 27.3;
+  // block_n x K x 2 bytes), 0 = no, -1 = choose (0: on the H200, Qwen3-30B
+  // T = 1, it looked 1 us faster with the carveout below until the L2 flush
+  // was made to evict every earlier line; then it was 0.7-1.3 us slower,
   // docs/perf/fused_moe.md sessions 30-31). A launch parameter.
   int preload = -1;
   // Decode kernels (gemv=1) on sm_90: 1 = their functions prefer the most
   // shared memory over L1 (the preferred carveout; their loads do not
   // allocate in L1), so a next kernel that takes much shared memory, such as
   // the combine kernel with preload, need not wait for an SM to drain and
-  // reconfigure; 0 = the driver's choice, -1 = choose (1 for a kernel that
-  // preloads; fused_moe also sets it on the gate/up kernel before one). Part
+  // reconfigure; 0 = the driver's choice, -1 = choose (1 for a kernel asked
+  // to preload; fused_moe also sets it on the gate/up kernel before one). Part
   // of the kernel cache key (a function attribute).
   int carveout = -1;
   // Decode kernels on per-row schedules (block_m = 1, and the combine

@@ -478,8 +478,8 @@ auto in_projection(bool gate_up, F&& f) {
 }
 
 // The decode path's gate/up overrides: where the down projection's combine
-// kernel preloads its first item's weights (its default on sm_90 where they
-// fit), the gate/up kernel before it prefers the most shared memory too, so
+// kernel preloads its first item's weights (down_preload=1), the gate/up
+// kernel before it prefers the most shared memory too, so
 // the preloading CTAs need no SM to drain and reconfigure before they can be
 // resident (session 30: the carveout on both kernels took back half of what
 // the preload alone cost the layer).

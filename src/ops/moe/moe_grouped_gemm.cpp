@@ -640,12 +640,12 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                                   : std::string();
       TC_CHECK_ARG(over.preload < 1 || no.empty(), kOp, "preload",
                    "the decode combine kernel on a settled schedule, sm_90, within the shared memory limit", no);
-      c.preload = over.preload == 1 || (over.preload == -1 && no.empty()) ? 1 : 0;
+      c.preload = over.preload == 1 ? 1 : 0;  // (-1: off; see MoeGroupedGemmConfig::preload)
     }
     TC_CHECK_ARG(over.carveout < 1 || cc_major == 9, kOp, "carveout", "sm_90 (decode kernels)",
                  fmt::format("sm_{}x", cc_major));
-    // (-1: where this kernel preloads, so that its CTAs, asking for up to
-    // 100 KB, find the SMs configured for it.)
+    // (-1: where this kernel preloads (preload=1), so that its CTAs, asking
+    // for up to 100 KB, find the SMs configured for it.)
     c.carveout = over.carveout == 1 || (over.carveout == -1 && c.preload == 1) ? 1 : 0;
     return c;
   }
