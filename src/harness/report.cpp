@@ -127,8 +127,10 @@ std::string performance_report(const EnvInfo& env, const Ceilings* ce, const Rec
   if (!note.empty()) s += "> " + note + "\n\n";
   s += "Protocol: warmup (a count of rounds, then more until a minimum of GPU time has passed, so that the clocks "
        "have left idle), then timed repeats with CUDA events around each iteration; before each "
-       "iteration the L2 is flushed by the mode in the `flush` column (`read` streams a buffer of 2x L2 so the "
-       "cache is cold and clean; `write` is a memset, as Triton's do_bench). Bytes and flops come from the "
+       "iteration the L2 is flushed by the mode in the `flush` column (`read` streams a buffer of 2x L2 with its "
+       "lines marked evict_last, so that no earlier line survives whatever its priority, then sets them back to "
+       "normal priority: the cache is cold and clean; `plain` is one normal read, which lines marked evict_last "
+       "survive; `write` is a memset, as Triton's do_bench). Bytes and flops come from the "
        "manifest formulas; `bytes` counts every slot, `GB/s valid` counts only valid (non -1) slots.\n\n";
   if (ce) {
     s += fmt::format(
