@@ -41,6 +41,16 @@ TEST(MoeGroupedGemmCpu, TileHeightHeuristic) {
 }
 
 namespace {
+// The layer's kernels for an sm_90a GPU of 132 SMs (the H200): the same list
+// on every machine these tests run on, with a GPU or without, whatever its
+// kind (the default arguments would take the GPU at hand's).
+std::vector<jit::KernelSpec> sm90_specs(const ops::FusedMoeArgs& a, const ops::FusedMoeParams& p,
+                                        const ops::FusedMoeOptions& o = {}) {
+  return ops::fused_moe_kernel_specs(a, p, o, 9, 132);
+}
+}  // namespace
+
+namespace {
 // Host tensors for a small layer; views can be bent per test.
 struct HostLayer {
   int64_t T = 4, H = 64, I = 32, E = 8, K = 2;
@@ -1037,7 +1047,7 @@ TEST(FusedMoeCpu, KernelsForSm90a) {
   // 8192 slots: the mapping spreads over several blocks (count, place), so
   // the gate runs alone: router GEMM, gate, count, place, gate/up, down,
   // combine.
-  const auto specs = ops::fused_moe_kernel_specs(a, L.params());
+  const auto specs = sm90_specs(a, L.params());
   ASSERT_EQ(specs.size(), 7u);
   EXPECT_EQ(specs[1].function, "tc::moe::topk_gate_kernel");
   EXPECT_EQ(specs[2].function, "tc::moe::mapping_count_kernel");
@@ -1051,7 +1061,7 @@ TEST(FusedMoeCpu, KernelsForSm90a) {
   // mapping alone (stage timings), gate/up, down, combine.
   ops::FusedMoeOptions one;
   one.mapping_blocks = 1;
-  const auto fused = ops::fused_moe_kernel_specs(a, L.params(), one);
+  const auto fused = sm90_specs(a, L.params(), one);
   ASSERT_EQ(fused.size(), 7u);
   EXPECT_EQ(fused[1].function, "tc::moe::topk_gate_mapping_kernel");
   EXPECT_EQ(fused[3].function, "tc::moe::fused_mapping_kernel");
@@ -1065,7 +1075,7 @@ TEST(FusedMoeCpu, GateMappingTraceStampsCompileIn) {
   const StandInLayer S(4096);
   ops::FusedMoeOptions one;
   one.mapping_blocks = 1;
-  const auto specs = ops::fused_moe_kernel_specs(S.args(), S.L.params(), one);
+  const auto specs = sm90_specs(S.args(), S.L.params(), one);
   ASSERT_GE(specs.size(), 2u);
   ASSERT_EQ(specs[1].function, "tc::moe::topk_gate_mapping_kernel");
   const auto traced = jit::compile(specs[1], jit::CompileOptions::parse("release,trace"), "sm_90a");
@@ -1149,12 +1159,11 @@ TEST(FusedMoeCpu, DecodeSplitKernelsAndErrors) {
   std::vector<HostTensor> keep;
   ops::FusedMoeOptions split;
   split.decode_split = 1;
-  // The router GEMM's kernels come first: one, or two where a GPU's SM
-  // count makes it split K (this test also runs on GPU machines); then the
-  // gate, then the two decode-split kernels.
-  const auto specs = ops::fused_moe_kernel_specs(layer(1, I, keep), p, split);
-  ASSERT_GE(specs.size(), 4u);
-  ASSERT_LE(specs.size(), 5u);
+  // The router GEMM's two kernels come first (on 132 SMs it splits K and
+  // adds its reduce), then the gate, then the two decode-split kernels.
+  const auto specs = sm90_specs(layer(1, I, keep), p, split);
+  ASSERT_EQ(specs.size(), 5u);
+  EXPECT_EQ(specs[2].function, "tc::moe::topk_gate_kernel");
   const jit::KernelSpec& streaming = specs[specs.size() - 2];
   EXPECT_EQ(streaming.function, "tc::moe::decode_split_kernel");
   EXPECT_EQ(specs.back().function, "tc::moe::decode_split_combine_kernel");
@@ -1171,7 +1180,7 @@ TEST(FusedMoeCpu, DecodeSplitKernelsAndErrors) {
   }
   ops::FusedMoeOptions balanced = split;
   balanced.decode_split = 2;
-  const auto bspecs = ops::fused_moe_kernel_specs(layer(1, I, keep), p, balanced);
+  const auto bspecs = sm90_specs(layer(1, I, keep), p, balanced);
   ASSERT_EQ(bspecs.size(), specs.size());
   EXPECT_EQ(bspecs[bspecs.size() - 2].function, "tc::moe::decode_split_balanced_kernel");
   for (const jit::KernelSpec& s : {streaming, specs.back(), bspecs[bspecs.size() - 2]}) {
@@ -1181,10 +1190,10 @@ TEST(FusedMoeCpu, DecodeSplitKernelsAndErrors) {
   }
   TC_EXPECT_ERROR(ops::fused_moe_kernel_specs(layer(1, I, keep), p, split, 8), ErrorKind::kInvalidArgument,
                   "decode_split", "sm_8x");
-  TC_EXPECT_ERROR(ops::fused_moe_kernel_specs(layer(1, 100, keep), p, split), ErrorKind::kInvalidArgument,
+  TC_EXPECT_ERROR(sm90_specs(layer(1, 100, keep), p, split), ErrorKind::kInvalidArgument,
                   "decode_split", "mapped path");  // I = 100: no decode path
   split.decode = 1;
-  TC_EXPECT_ERROR(ops::fused_moe_kernel_specs(layer(2, I, keep), p, split), ErrorKind::kInvalidArgument,
+  TC_EXPECT_ERROR(sm90_specs(layer(2, I, keep), p, split), ErrorKind::kInvalidArgument,
                   "decode_split", "T = 2");
   TC_EXPECT_ERROR(ops::fused_moe_options({{"decode_split", 3}}, "--config"), ErrorKind::kInvalidArgument,
                   "decode_split", "3");
@@ -1197,7 +1206,7 @@ TEST(FusedMoeCpu, DecodeSplitKernelsAndErrors) {
   split.decode = -1;
   split.decode_split_cols = 128;
   split.decode_split_box_rows = 8;  // H = 256: 1 KB of gate/up per column, a 2 KB stage holds it
-  EXPECT_EQ(ops::fused_moe_kernel_specs(layer(1, I, keep), p, split).back().function,
+  EXPECT_EQ(sm90_specs(layer(1, I, keep), p, split).back().function,
             "tc::moe::decode_split_combine_kernel");
   TC_EXPECT_ERROR(ops::fused_moe_options({{"decode_split_cols", 12}}, "--config"), ErrorKind::kInvalidArgument,
                   "decode_split_cols", "12");
@@ -1274,7 +1283,7 @@ TEST(FusedMoeCpu, DecodeSplitPlan) {
 // the mapping pads to 64. Elsewhere the arch-neutral heights (here 32).
 TEST(FusedMoeCpu, MidSizeBatchesTake64RowWgmmaTiles) {
   const StandInLayer S(64);  // 64 tokens x top-2 over 8 experts: 16 rows per expert
-  const auto specs = ops::fused_moe_kernel_specs(S.args(), S.L.params());
+  const auto specs = sm90_specs(S.args(), S.L.params());
   int ws64 = 0;
   for (const jit::KernelSpec& spec : specs) ws64 += spec.config.find("wgmma-ws bm=64") != std::string::npos;
   EXPECT_EQ(ws64, 2) << "gate/up and down on 64-row warp-specialised tiles";
@@ -1302,7 +1311,7 @@ TEST(FusedMoeCpu, DeepSeekLikePrefillPairsTheGateUp) {
     ops::FusedMoeParams p;
     p.top_k = 8;
     int pairs = 0, gated_pairs = 0;
-    for (const jit::KernelSpec& spec : ops::fused_moe_kernel_specs(a, p)) {
+    for (const jit::KernelSpec& spec : sm90_specs(a, p)) {
       const bool paired = spec.config.find("cta-pairs") != std::string::npos;
       pairs += paired;
       gated_pairs += paired && spec.config.find("silu") != std::string::npos;
@@ -1378,7 +1387,7 @@ TEST(FusedMoeCpu, RouterGemmSplitsKOverTheSms) {
     EXPECT_EQ(ops::fused_moe_router_config(a, p, own, 132, c.cc).block_n, 128);
     EXPECT_EQ(ops::fused_moe_router_config(a, p, own, 132, c.cc).k_splits, 0);
     own.router->k_splits = 65;
-    TC_EXPECT_ERROR(ops::fused_moe_kernel_specs(a, p, own), ErrorKind::kInvalidArgument, "fused_moe",
+    TC_EXPECT_ERROR(sm90_specs(a, p, own), ErrorKind::kInvalidArgument, "fused_moe",
                     "the router GEMM (config keys router_KEY)", "k_splits", "65");
   }
 }
@@ -1420,7 +1429,7 @@ TEST(FusedMoeCpu, DecodeSplitChoice) {
     // fp32 partials and h slices (units x (H + 128) floats), where it runs.
     const bool here = ops::fused_moe_uses_decode_split(a, p);
     int split_kernels = 0;
-    for (const jit::KernelSpec& spec : ops::fused_moe_kernel_specs(a, p))
+    for (const jit::KernelSpec& spec : sm90_specs(a, p))
       split_kernels += spec.function.find("decode_split") != std::string::npos;
     EXPECT_EQ(split_kernels, here ? 2 : 0) << c.model;
     if (!rt::driver_available()) {
@@ -1441,7 +1450,7 @@ TEST(FusedMoeCpu, DecodeLayerRunsTheGemvKernelWhereChosen) {
   auto count = [&](ops::FusedMoeOptions o) {
     o.decode = 0;
     int gemv = 0;
-    for (const jit::KernelSpec& spec : ops::fused_moe_kernel_specs(S.args(), S.L.params(), o))
+    for (const jit::KernelSpec& spec : sm90_specs(S.args(), S.L.params(), o))
       gemv += spec.function == "tc::moe::grouped_gemv_kernel";
     return gemv;
   };
@@ -1471,7 +1480,7 @@ TEST(FusedMoeCpu, DecodePathChoiceAndKernels) {
   const StandInLayer S(1);
   // The register-load kernels by default (far under the bulk kernels' 2 MB
   // of weights per SM), the bulk ones on request (sm_90).
-  const auto reg_specs = ops::fused_moe_kernel_specs(S.args(), S.L.params());
+  const auto reg_specs = sm90_specs(S.args(), S.L.params());
   ASSERT_EQ(reg_specs.size(), 4u);
   EXPECT_EQ(reg_specs[1].function, "tc::moe::topk_gate_kernel");
   EXPECT_EQ(reg_specs[2].function, "tc::moe::grouped_gemv_kernel");
@@ -1479,7 +1488,7 @@ TEST(FusedMoeCpu, DecodePathChoiceAndKernels) {
   EXPECT_EQ(reg_specs[3].function, "tc::moe::grouped_gemv_combine_kernel");
   ops::FusedMoeOptions bulk;
   bulk.gate_up.bulk = 1, bulk.down.bulk = 1;
-  const auto specs = ops::fused_moe_kernel_specs(S.args(), S.L.params(), bulk);
+  const auto specs = sm90_specs(S.args(), S.L.params(), bulk);
   ASSERT_EQ(specs.size(), 4u);
   EXPECT_EQ(specs[2].function, "tc::moe::grouped_gemv_bulk_kernel") << "sm_90: bulk copies";
   EXPECT_EQ(specs[2].template_args[2], "0") << "gated mode";
@@ -1496,9 +1505,9 @@ TEST(FusedMoeCpu, DecodePathChoiceAndKernels) {
   // A projection's bad key names the projection and its config prefix.
   ops::FusedMoeOptions bad_down, bad_gate_up;
   bad_down.down.bulk = 2, bad_gate_up.gate_up.bulk = 2;
-  TC_EXPECT_ERROR(ops::fused_moe_kernel_specs(S.args(), S.L.params(), bad_down), ErrorKind::kInvalidArgument,
+  TC_EXPECT_ERROR(sm90_specs(S.args(), S.L.params(), bad_down), ErrorKind::kInvalidArgument,
                   "fused_moe: the down projection", "down_KEY", "'bulk'", "got 2");
-  TC_EXPECT_ERROR(ops::fused_moe_kernel_specs(S.args(), S.L.params(), bad_gate_up), ErrorKind::kInvalidArgument,
+  TC_EXPECT_ERROR(sm90_specs(S.args(), S.L.params(), bad_gate_up), ErrorKind::kInvalidArgument,
                   "fused_moe: the gate/up projection", "gate_up_KEY", "'bulk'", "got 2");
   ops::FusedMoeOptions bm;
   bm.gate_up.block_m = 16;
@@ -1519,7 +1528,7 @@ TEST(FusedMoeCpu, DecodePathChoiceAndKernels) {
 TEST(FusedMoeCpu, EveryChainKernelWaitsForThePreviousGrid) {
   for (int64_t T : {4096, 1}) {
     const StandInLayer S(T);
-    for (const jit::KernelSpec& spec : ops::fused_moe_kernel_specs(S.args(), S.L.params())) {
+    for (const jit::KernelSpec& spec : sm90_specs(S.args(), S.L.params())) {
       SCOPED_TRACE(spec.function + " " + spec.config + " T=" + std::to_string(T));
       EXPECT_TRUE(spec.waits_for_previous_grid);
       const std::string ptx = jit::nvrtc_compile(spec, {}, "compute_90a").binary;

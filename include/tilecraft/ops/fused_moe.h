@@ -159,9 +159,11 @@ size_t fused_moe_workspace_bytes(const FusedMoeArgs& a, const FusedMoeParams& p,
 // The tile height the mapping pads to and both grouped GEMMs use.
 int fused_moe_block_m(const FusedMoeArgs& a, const FusedMoeParams& p, const FusedMoeOptions& o = {});
 // Kernels the chain compiles for these shapes (for `compile` / `inspect`) on
-// a GPU of compute capability cc_major (0: the GPU at hand's, or 9 without one).
+// a GPU of compute capability cc_major (0: the GPU at hand's, or 9 without one)
+// with sm_count SMs (0: the GPU at hand's; split-K choices depend on it).
 std::vector<jit::KernelSpec> fused_moe_kernel_specs(const FusedMoeArgs& a, const FusedMoeParams& p,
-                                                    const FusedMoeOptions& o = {}, int cc_major = 0);
+                                                    const FusedMoeOptions& o = {}, int cc_major = 0,
+                                                    int sm_count = 0);
 
 // ws null: stream-ordered scratch for this call only.
 void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, FusedMoeWorkspace* ws = nullptr,

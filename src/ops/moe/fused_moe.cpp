@@ -523,7 +523,7 @@ size_t fused_moe_workspace_bytes(const FusedMoeArgs& a, const FusedMoeParams& p,
 }
 
 std::vector<jit::KernelSpec> fused_moe_kernel_specs(const FusedMoeArgs& a, const FusedMoeParams& p,
-                                                    const FusedMoeOptions& o, int cc_major) {
+                                                    const FusedMoeOptions& o, int cc_major, int sm_count) {
   validate_fused_moe(a, p, DeviceType::kCUDA);
   const Dims d = dims_of(a, p);
   if (d.T == 0) return {};
@@ -533,7 +533,7 @@ std::vector<jit::KernelSpec> fused_moe_kernel_specs(const FusedMoeArgs& a, const
   // Stand-in addresses: 256-byte aligned like real allocations.
   const Buffers b = carve(a, d, bm, CUdeviceptr(1) << 20, &bytes);
   std::vector<jit::KernelSpec> specs;
-  const int sms = sm_count_if_gpu(a.x.device.index);  // split-K choices depend on it
+  const int sms = sm_count > 0 ? sm_count : sm_count_if_gpu(a.x.device.index);  // split-K choices depend on it
   auto add_gemm = [&](const MoeGroupedGemmArgs& args, const MoeGroupedGemmConfig& over) {
     const MoeGroupedGemmConfig c = moe_grouped_gemm_config(args, over, cc, sms);
     specs.push_back(moe_grouped_gemm_kernel_spec(args, c));
