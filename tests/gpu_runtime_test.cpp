@@ -120,6 +120,25 @@ TEST(GpuRuntime, WarmupRunsForItsMinimumTime) {
   EXPECT_GT(calls, 5 + 10) << "a 4 MiB memset takes microseconds: 20 ms of warmup is many rounds";
 }
 
+// Every L2 flush mode runs under the timer (read: the evict_last pass and
+// the pass back to normal priority; plain; write), and an unknown mode is
+// an error naming --flush.
+TEST(GpuRuntime, FlushModes) {
+  TC_REQUIRE_GPU();
+  rt::Stream s;
+  harness::L2Flusher flusher(0);
+  DeviceTensor buf(DType::kF32, {int64_t(1) << 20});
+  auto fn = [&](CUstream st) { TC_DRV(cuMemsetD8Async, CUdeviceptr(buf.data()), 7, buf.nbytes(), st); };
+  harness::TimingSettings ts;
+  ts.warmup = 1, ts.repeat = 5, ts.warmup_ms = 0;
+  for (const char* mode : {"read", "plain", "write"}) {
+    ts.flush = mode;
+    EXPECT_EQ(harness::time_cuda(fn, s.get(), ts, &flusher).samples_ms.size(), 5u) << mode;
+  }
+  ts.flush = "evict";
+  TC_EXPECT_ERROR(harness::time_cuda(fn, s.get(), ts, &flusher), ErrorKind::kInvalidArgument, "--flush", "evict");
+}
+
 // The clock/power record every CUDA bench carries: NVML ships with the
 // driver, so on a GPU machine the counters must be readable, name the device
 // CUDA ordinal 0 is (matched by PCI address), and give a sane delta around
