@@ -83,13 +83,13 @@ void add_compile_flags(CLI::App* app, Options& o) {
 void add_timing_flags(CLI::App* app, Options& o) {
   app->add_option("--warmup", o.warmup, "Warmup iterations (at least)")->check(CLI::Range(0, 100000));
   app->add_option("--warmup-ms", o.warmup_ms,
-                  "Warmup: go on past --warmup until this much GPU time has passed (clocks ramp; default 25)")
+                  "Warmup: go on past --warmup until this much GPU time has passed (default 25)")
       ->check(CLI::Range(0.0, 60000.0));
   app->add_option("--repeat", o.repeat, "Timed iterations per trial")->check(CLI::Range(1, 100000));
   app->add_option("--trials", o.trials, "Trials")->check(CLI::Range(1, 1000));
   app->add_flag("--hot", o.hot, "No L2 flush between iterations");
   app->add_option("--flush", o.flush,
-                  "L2 flush mode: read (default: a read marked evict_last, so no earlier line survives, then its lines set back to "
+                  "L2 flush mode: read (default: a read marked evict_last, so that earlier evict_last lines go too, then its lines set back to "
                   "normal priority), "
                   "plain (one normal read: lines marked evict_last survive it) or write (memset)")
       ->check(CLI::IsMember({"read", "plain", "write"}));

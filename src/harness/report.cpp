@@ -125,10 +125,9 @@ double scope_vs_ratio(const nlohmann::json& record, const nlohmann::json& scope)
 std::string performance_report(const EnvInfo& env, const Ceilings* ce, const Records& recs, const std::string& note) {
   std::string s = "# Performance report\n\n";
   if (!note.empty()) s += "> " + note + "\n\n";
-  s += "Protocol: warmup (a count of rounds, then more until a minimum of GPU time has passed, so that the clocks "
-       "have left idle), then timed repeats with CUDA events around each iteration; before each "
+  s += "Protocol: warmup (a count of rounds, then more until a minimum of GPU time has passed), then timed repeats with CUDA events around each iteration; before each "
        "iteration the L2 is flushed by the mode in the `flush` column (`read` streams a buffer of 2x L2 with its "
-       "lines marked evict_last, so that no earlier line survives whatever its priority, then sets them back to "
+       "lines marked evict_last, so that earlier lines marked so go too, then sets them back to "
        "normal priority: the cache is cold and clean; `plain` is one normal read, which lines marked evict_last "
        "survive; `write` is a memset, as Triton's do_bench). Bytes and flops come from the "
        "manifest formulas; `bytes` counts every slot, `GB/s valid` counts only valid (non -1) slots.\n\n";

@@ -17,11 +17,12 @@ namespace tilecraft::harness {
 struct TimingSettings {
   int warmup = 10, repeat = 100, trials = 1;
   // Warmup rounds go on past `warmup` until this much GPU time has passed
-  // since the first: a few rounds of microsecond kernels leave the clocks
-  // where an idle GPU had them, and the timed rounds then see them ramp.
+  // since the first: a few rounds of microsecond kernels last under a
+  // millisecond, too short for whatever state an idle GPU was in (clocks,
+  // power) to settle before the timed rounds.
   double warmup_ms = 25;
   bool hot = false;             // no flush
-  std::string flush = "read";   // read (two passes: nothing earlier survives) | plain (one read) | write (memset, as do_bench)
+  std::string flush = "read";   // read (two passes: evict_last lines go too) | plain (one read) | write (memset, as do_bench)
 };
 
 struct TimingStats {
