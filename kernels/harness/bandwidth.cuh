@@ -44,9 +44,9 @@ __global__ void read_kernel(const StreamParams p) {
 }
 
 // The L2 flush's first pass: a streaming read of the buffer with every line
-// marked evict_last. A plain read cannot evict lines an earlier kernel
-// marked evict_last (the L2 gives up its normal lines first, so such lines
-// outlive any amount of normal reads); this pass can.
+// marked evict_last. Lines an earlier kernel marked evict_last outlive a
+// plain read (the L2 gives up its normal lines first; on the H200 such lines
+// outlived a normal read of 2x L2, session 31); this pass evicts them.
 template <int UNROLL>
 __global__ void flush_read_last_kernel(const StreamParams p) {
   const uint4* src = static_cast<const uint4*>(p.src);
