@@ -14,8 +14,9 @@ export O=$OUT; mkdir -p $O/l; export OUT=$O/l
 scripts/device_check.sh build > $OUT/main.log 2>&1; tail -1 $OUT/main.log
 GPU_JOBS=3 timeout 240 scripts/device_check.sh gpu >> $OUT/main.log 2>&1; grep -E "^== gpu" $OUT/main.log
 export OP_TIMEOUT=90 AB_ROUNDS=2 BENCH_FLAGS="--warmup 2 --repeat 10 --trials 1 --scopes down,experts"
-# The keys off against main's kernels (params appended at the end: main's
-# kernels read a prefix of this tree's struct).
+# The keys off against main's kernels: the keys sit at the end of the TMA
+# launch struct (GroupedGemmParams unchanged: checked on the host, both
+# trees put a_map at byte 256), so main's kernels read the same offsets.
 AB_ANY_PARAMS=1 timeout 150 scripts/device_check.sh ab:fused_moe:race-performance-2 >> $OUT/main.log 2>&1
 grep -E "^###|down |experts |WRONG|TIMED|rror" $OUT/ab_fused_moe_race-performance-2.log | sed -E 's/ +\(.*//' | cut -c1-120
 export AB_CONFIGS=";down_l2_a=2;down_l2_w=1;down_l2_a=2,down_l2_w=1"
