@@ -486,8 +486,11 @@ auto in_projection(bool gate_up, F&& f) {
 MoeGroupedGemmConfig decode_gate_up_config(const MoeGroupedGemmArgs& down, const FusedMoeOptions& o, int cc_major,
                                            int sm_count) {
   MoeGroupedGemmConfig g = o.gate_up;
-  const auto down_config = in_projection(false, [&] { return moe_grouped_gemm_config(down, o.down, cc_major, sm_count); });
-  if (g.carveout == -1 && down_config.preload == 1) g.carveout = 1;
+  // (The preload runs only when asked for, so the down projection's config
+  // is resolved here only then: not on every decode call.)
+  if (g.carveout == -1 && o.down.preload == 1 &&
+      in_projection(false, [&] { return moe_grouped_gemm_config(down, o.down, cc_major, sm_count); }).preload == 1)
+    g.carveout = 1;
   return g;
 }
 
