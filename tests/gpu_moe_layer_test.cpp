@@ -192,17 +192,21 @@ TEST(GpuMoeGroupedGemm, GemvWithoutScheduleCoversEveryRow) {
 // (even column ranges, which here cross rows; these shapes are under one
 // wave, where balance 1 does nothing) and 0 (one CTA per item): bitwise the
 // same. Then the bulk kernels (sm_90: weights through a shared-memory ring;
-// bulk=1): against the golden, and bitwise the same over two launches. The
-// larger shapes: more items than CTAs at once (N = 4104), and K = 7168
-// (one 28 KB gate/up column per stage).
+// bulk=1): against the golden, and bitwise the same over two launches,
+// with the default pieces and with 1 and 3 columns per piece (bulk_cols:
+// other stage sizes and counts). The larger shapes: more items than CTAs at
+// once (N = 4104), and K = 7168 (one 28 KB gate/up column per stage).
 TEST(GpuMoeGroupedGemm, PerRowSchedules) {
   TC_REQUIRE_GPU();
-  const std::vector<int> bulks = rt::device_info(0).cc_major >= 9 ? std::vector<int>{0, 1} : std::vector<int>{0};
+  const std::vector<int> bulks = rt::device_info(0).cc_major >= 9 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0};
+  // bulks: 0 register loads; 1, 2, 3 the bulk kernel with bulk_cols 0
+  // (choose), 1 and 3.
+  const auto cols_of = [](int bulk) { return bulk == 2 ? 1 : bulk == 3 ? 3 : 0; };
   // Whether bulk=1 takes these arguments (a column within half the ring);
-  // the default picks it only from 2 MB of weights per SM, past these shapes.
-  const auto bulk_fits = [](const ops::MoeGroupedGemmArgs& g) {
+  // the default picks it only from 1 MB of weights per SM, past these shapes.
+  const auto bulk_fits = [&](const ops::MoeGroupedGemmArgs& g, int bulk) {
     ops::MoeGroupedGemmConfig on;
-    on.bulk = 1;
+    on.bulk = 1, on.bulk_cols = cols_of(bulk);
     try {
       return ops::moe_grouped_gemm_config(g, on, 9, 132).bulk == 1;
     } catch (const Error&) {
@@ -283,13 +287,14 @@ TEST(GpuMoeGroupedGemm, PerRowSchedules) {
         ops::MoeGroupedGemmOptions o;
         o.config.block_n = bn;
         o.config.balance = balance;
-        o.config.bulk = bulk;
-        if (bulk && !bulk_fits(g)) continue;
+        o.config.bulk = bulk ? 1 : 0, o.config.bulk_cols = cols_of(bulk);
+        if (bulk && !bulk_fits(g, bulk)) continue;
         HostTensor got = launch(g, dout, o);
         for (int64_t r = 0; r < T * S; ++r)
           if (ids.ptr<int32_t>()[r] < 0 || ids.ptr<int32_t>()[r] >= E)  // not written: take the golden's zeros
             std::memcpy(got.ptr<uint16_t>() + r * N, want.ptr<uint16_t>() + r * N, size_t(N) * 2);
-        const std::string what = fmt::format("gate/up block_n {} balance {} bulk {}", bn, balance, bulk);
+        const std::string what =
+            fmt::format("gate/up block_n {} balance {} bulk {} bulk_cols {}", bn, balance, bulk ? 1 : 0, cols_of(bulk));
         near(got, want, what);
         if (bulk) {
           HostTensor again = launch(g, dout, o);
@@ -323,11 +328,12 @@ TEST(GpuMoeGroupedGemm, PerRowSchedules) {
             o.config.block_n = bn;
             o.config.prefetch = mode == 2 ? 1 : 0;
             o.config.balance = balance;
-            o.config.bulk = bulk;
-            if (bulk && !bulk_fits(g)) continue;
+            o.config.bulk = bulk ? 1 : 0, o.config.bulk_cols = cols_of(bulk);
+            if (bulk && !bulk_fits(g, bulk)) continue;
             HostTensor got = launch(g, dout, o);
-            const std::string what = fmt::format("combine block_n {} out {} mode {} balance {} bulk {}", bn,
-                                                 dtype_name(out_dt), mode, balance, bulk);
+            const std::string what =
+                fmt::format("combine block_n {} out {} mode {} balance {} bulk {} bulk_cols {}", bn, dtype_name(out_dt),
+                            mode, balance, bulk ? 1 : 0, cols_of(bulk));
             near(got, want, what);
             if (bulk) {
               EXPECT_EQ(std::memcmp(got.data(), launch(g, dout, o).data(), got.nbytes()), 0) << what << ": again";

@@ -754,6 +754,43 @@ TEST(MoeGroupedGemmCpu, BulkDecodeKernels) {
         EXPECT_EQ(k->resources.spill_store_bytes, 0);
         EXPECT_EQ(k->resources.stack_frame_bytes, 0);
       }
+  // bulk_cols: output columns per piece, for the bulk kernel only, within
+  // 64 weight rows and two stages; a launch parameter (same kernel).
+  {
+    HostTensor a(DType::kBF16, {1, 4096}), w(DType::kBF16, {E, N, 4096}), out(DType::kBF16, {S, N}),
+        ids(DType::kI32, {S}), scale(DType::kF32, {S});
+    const auto g = per_row_args(a.view(), w.view(), out.view(), ids.view(), S, false, scale.view());
+    ops::MoeGroupedGemmConfig cols;
+    ops::set_config_key(cols, "bulk_cols", 3, "moe_grouped_gemm", "--config");
+    TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, cols, 9, 132), ErrorKind::kInvalidArgument, "bulk_cols",
+                    "the bulk kernel", "bulk=0");
+    cols.bulk = 1;
+    const auto c = ops::moe_grouped_gemm_config(g, cols, 9, 132);
+    EXPECT_EQ(c.bulk_cols, 3);
+    ops::MoeGroupedGemmConfig on;
+    on.bulk = 1;
+    EXPECT_EQ(ops::moe_grouped_gemm_kernel_spec(g, c).function,
+              ops::moe_grouped_gemm_kernel_spec(g, ops::moe_grouped_gemm_config(g, on, 9, 132)).function);
+    EXPECT_NE(c.str().find("3 columns per piece"), std::string::npos) << c.str();
+    for (int v : {33, -1}) {  // 32 columns of gate and up rows at most
+      cols.bulk_cols = v;
+      const std::string given = "got " + std::to_string(v);
+      TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, cols, 9, 132), ErrorKind::kInvalidArgument, "bulk_cols",
+                      "1..32", given.c_str());
+    }
+    cols.bulk_cols = 27;  // 27 x 16 KB: not two stages in 216 KB
+    TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, cols, 9, 132), ErrorKind::kInvalidArgument, "bulk_cols",
+                    "two stages", "27");
+  }
+  {
+    HostTensor a(DType::kBF16, {256, 64}), w(DType::kBF16, {2, 128, 64}), out(DType::kBF16, {256, 128});
+    ops::MoeGroupedGemmArgs g;
+    g.a = a.view(), g.w.stacked = w.view(), g.out = out.view();
+    ops::MoeGroupedGemmConfig cols;
+    cols.bulk_cols = 2;
+    TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, cols, 9, 132), ErrorKind::kInvalidArgument, "bulk_cols",
+                    "the bulk decode kernel", "the MMA kernels");
+  }
   ops::MoeGroupedGemmConfig bad;
   ops::set_config_key(bad, "bulk", 2, "moe_grouped_gemm", "--config");
   HostTensor a(DType::kBF16, {2, 64}), w(DType::kBF16, {E, N, 64}), out(DType::kBF16, {2 * S, N}),
@@ -791,12 +828,13 @@ TEST(MoeGroupedGemmCpu, DecodeDownFitsBesideBulkGateUp) {
       << kd->resources.smem_static_bytes;
 }
 
-// bulk = -1 on sm_90: gate/up takes the bulk kernel from 2 MB of weights
-// per SM (DeepSeek-V3 T = 1: 8 rows x 2048 x 2 x 7168 bf16 = 470 MB, 3.5 MB
-// per SM; one expert suffices, the rows all name it), not below it
-// (Qwen3-235B T = 1: 8 x 1536 x 2 x 4096 = 201 MB, 1.5 MB per SM; Qwen3-30B:
-// 50 MB), and never the combine. No GPU (0 SMs, a compile-only run): as on
-// 132 SMs.
+// bulk = -1 on sm_90: gate/up takes the bulk kernel from 896 KiB of
+// weights per SM (DeepSeek-V3 T = 1: 8 rows x 2048 x 2 x 7168 bf16 = 470 MB,
+// 3.4 MiB per SM; one expert suffices, the rows all name it; Qwen3-235B
+// T = 1: 8 x 1536 x 2 x 4096 = 201 MB, 1.45 MiB; 8 x 1024 x 2 x 4096, 0.97
+// MiB), not below it (8 x 1536 x 2 x 2048, 0.73 MiB; Qwen3-30B: 50 MB,
+// 0.36 MiB), and never the combine. No GPU (0 SMs, a compile-only run): as
+// on 132 SMs.
 TEST(MoeGroupedGemmCpu, BulkByDefault) {
   struct Case {
     int64_t N, K;
@@ -804,8 +842,9 @@ TEST(MoeGroupedGemmCpu, BulkByDefault) {
     int sm_count, want;
   };
   for (const Case& k : {Case{2048, 7168, false, 132, 1}, Case{768, 2048, false, 132, 0},
-                        Case{768, 2048, false, 16, 1}, Case{1536, 4096, false, 132, 0},
-                        Case{1536, 4096, false, 64, 1},
+                        Case{768, 2048, false, 16, 1}, Case{1536, 4096, false, 132, 1},
+                        Case{1024, 4096, false, 132, 1}, Case{1536, 2048, false, 132, 0},
+                        Case{1536, 4096, false, 512, 0},
                         Case{7168, 2048, true, 132, 0}, Case{2048, 7168, false, 8192, 0},
                         Case{2048, 7168, false, 0, 1}, Case{768, 2048, false, 0, 0}}) {
     SCOPED_TRACE(::testing::Message() << "N=" << k.N << " K=" << k.K << " combine=" << k.combine

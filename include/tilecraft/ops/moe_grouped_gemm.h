@@ -193,14 +193,18 @@ struct MoeGroupedGemmConfig {
   // warp; grouped_gemv_bulk.cuh), 0 = register loads (grouped_gemv.cuh),
   // -1 = choose: 1 for the gated projection where it applies ([N, K] weights
   // whose piece of one output column fits a stage) and it streams at least
-  // 2 MB of weights per SM, else 0 (H200, T = 1: bulk gate/up 112-117 us
-  // against 118-121 at DeepSeek-V3 and Mixtral, 3.5 MB per SM; 52-55
-  // against 54-56 at Qwen3-235B's 1.5 MB, where the layer was no faster;
-  // 19.2-19.8 against 16.5-17.7 at Qwen3-30B's 0.38 MB; the bulk down +
-  // combine was slower everywhere measured: 86.3-86.6 against 64.1-64.6 at
-  // DeepSeek-V3). Same contract and rounding; the fp32
-  // sums run in another order.
+  // 896 KiB of weights per SM, else 0 (bulk_by_default in moe_grouped_gemm.cpp
+  // has the measurements; the bulk down + combine was slower everywhere
+  // measured: 86.3-86.6 against 64.1-64.6 us at DeepSeek-V3 T = 1). Same
+  // contract and rounding; the fp32 sums run in another order.
   int bulk = -1;
+  // The bulk kernel only: output columns per piece (one ring stage holds a
+  // piece: columns x rows per column x K x 2 bytes), 0 = choose (stages of
+  // about 32 KB, at least two gated columns where four stages still fit;
+  // see bulk_plan in moe_grouped_gemm.cpp). More columns per
+  // piece give the consumer warps more rows to dot at once; fewer give more
+  // stages, and each stage two consumer warps. A launch parameter.
+  int bulk_cols = 0;
   std::string str() const;
 };
 
@@ -219,7 +223,7 @@ std::string moe_grouped_gemm_combine_blocker(const MoeGroupedGemmArgs& a, const 
 
 // Sets the override named `key` (block_m, block_n, stages, warps_m, warps_n,
 // sm90, tma, persistent, k_splits, group_m, gemv, tma_store, half_skip,
-// prefetch, balance, bulk, cluster, multicast); an unknown key is an error naming
+// prefetch, balance, bulk, bulk_cols, cluster, multicast); an unknown key is an error naming
 // `op` and `arg`.
 void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, const char* op, const char* arg);
 // The keys set_config_key takes, for error messages; whether `key` is one.

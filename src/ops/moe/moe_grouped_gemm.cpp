@@ -117,12 +117,19 @@ std::vector<const void*> bases(const ExpertWeights& w, int64_t N, int64_t K) {
 // buffers of an output row's A rows (one x row gated, else one h row per
 // slot; one buffer where there is one output row), then the ring. A piece
 // is `cols` output columns of U weight rows each (U = 2 gated, else
-// combine), one stage; stages of about 32 KB (one column when a column is
-// more), as many as the rest holds (at most 8). fits: at least two stages.
-// 216 KB leaves room on each SM for one CTA of the next kernel (the
-// register down projection), which launches early and prefetches its
-// weights while gate/up drains. (Measured on the H200 with 224 KB as well:
-// the 216 KB runs were no slower; docs/perf, session 21.)
+// combine), one stage; as many stages as the rest holds (at most 8, two
+// consumer warps each). fits: at least two stages. By default (cols 0)
+// stages of about 32 KB, but two columns rather than one where two still
+// leave four stages: a one-column gated piece gives each consumer warp one
+// row to dot (H200, T = 1, E = 128, K = 8, experts scope, us: H = 5120
+// one column 110.6-110.7, two 104.3-104.5, three 108.4-108.5; H = 4096
+// one 96.1-96.2 against two 82.1-82.9; Mixtral T = 1 one 206.5-207.1
+// against two 171.2-171.3). At H = 7168 two columns leave three stages:
+// one column there (session 21's measurements). `cols` > 0 sets the piece
+// width (bulk_cols). 216 KB leaves room on each SM for one CTA of
+// the next kernel (the register down projection), which launches early and
+// prefetches its weights while gate/up drains. (Measured on the H200 with
+// 224 KB as well: the 216 KB runs were no slower; docs/perf, session 21.)
 constexpr int64_t kBulkSmemBytes = 216 * 1024;  // at most tc::moe::kBulkDynamicSmem (the kernel checks the static part fits)
 constexpr int kBulkThreads = 544;               // tc::moe::kBulkThreads
 constexpr int kBulkMaxRows = 64;                // tc::moe::kBulkMaxRows
@@ -132,32 +139,52 @@ struct BulkPlan {
   bool fits = false;
   int64_t smem() const { return abufs * a_bytes + stages * stage_bytes; }
 };
-BulkPlan bulk_plan(const MoeGroupedGemmArgs& a) {
-  const int64_t U = a.w_up ? 2 : a.combine, AU = a.w_up ? 1 : a.combine, K = a.a.shape[1], N = a.out.shape[1];
+// The widest piece the kernel takes: kBulkMaxRows weight rows, N columns.
+int64_t bulk_max_cols(const MoeGroupedGemmArgs& a) {
+  const int64_t U = a.w_up ? 2 : a.combine;
+  return std::max<int64_t>(1, std::min<int64_t>(a.out.shape[1], kBulkMaxRows / std::max<int64_t>(U, 1)));
+}
+BulkPlan bulk_plan(const MoeGroupedGemmArgs& a, int cols = 0) {
+  const int64_t U = a.w_up ? 2 : a.combine, AU = a.w_up ? 1 : a.combine, K = a.a.shape[1];
   const int64_t row = K * int64_t(dtype_size(a.a.dtype)), unit = U * row;
   BulkPlan b;
-  b.cols = int(std::clamp<int64_t>(std::min<int64_t>((32 << 10) / std::max<int64_t>(unit, 1), N), 1, kBulkMaxRows / U));
-  b.stage_bytes = b.cols * unit;
   b.a_bytes = AU * row;
   b.abufs = a.out.shape[0] > 1 ? 2 : 1;
-  b.stages = int(std::clamp<int64_t>((kBulkSmemBytes - b.abufs * b.a_bytes) / b.stage_bytes, 0, 8));
+  const auto stages_of = [&](int64_t c) {
+    return int(std::clamp<int64_t>((kBulkSmemBytes - b.abufs * b.a_bytes) / (c * unit), 0, 8));
+  };
+  if (cols > 0) {
+    b.cols = cols;
+  } else {
+    b.cols = int(std::clamp<int64_t>((32 << 10) / std::max<int64_t>(unit, 1), 1, bulk_max_cols(a)));
+    if (b.cols == 1 && bulk_max_cols(a) >= 2 && stages_of(2) >= 4) b.cols = 2;
+  }
+  b.stage_bytes = b.cols * unit;
+  b.stages = stages_of(b.cols);
   b.fits = b.stages >= 2 && U <= 32;
   return b;
 }
 
 // bulk = -1 (where bulk applies): the gated projection when it streams at
-// least 2 MB of weights per SM. Well below that the ring's fill and the one
-// CTA per SM cost more than the register kernel's many narrow CTAs (0.38 MB);
-// at 1.5 MB it tied in the experts scope and lost ~1.5 us in the layer, as
-// the register down kernel after it was slower; the plain projection with
-// the combine measured slower at every size (the MoeGroupedGemmConfig::bulk
-// comment has the numbers).
+// least 896 KiB of weights per SM. Below that the ring's fill and the one
+// CTA per SM cost more than the register kernel's many narrow CTAs. H200,
+// T = 1, E = 128, K = 8 (ad-hoc shapes but the two Qwen3), the L2 flush of
+// session 31, bulk against register loads, experts scope, us (docs/perf,
+// session 32): 0.36 MiB per SM (Qwen3-30B) 30.5-30.7 against 29.0-29.3;
+// 0.48 MiB 36.5-36.6 against 36.0-36.3 (layer 1.2-1.8 slower); 0.73 MiB
+// 47.4-48.5 against 48.2-48.5 (layer a tie); 0.97 MiB 59.2-59.3 against
+// 59.5-59.6; 1.09 MiB 66.0-66.3 against 67.1-67.3; 1.45 MiB (Qwen3-235B)
+// 81.9-82.9 against 83.7-84.8 (layer 2.3-3.0 faster); 1.82 MiB (H = 5120,
+// two columns per piece) 104.3-104.5 against 107.1-107.6; 3.4 MiB
+// (DeepSeek-V3, Mixtral; session 21) 112-117 against 118-121. (Session
+// 21's L2 flush left earlier kernels' lines in the L2 and had Qwen3-235B a
+// tie; the default then began at 2 MiB.)
 bool bulk_by_default(const MoeGroupedGemmArgs& a, int sm_count) {
   if (!a.w_up) return false;
   const int64_t bytes = layout_rows(a) * a.out.shape[1] * 2 * a.a.shape[1] * int64_t(dtype_size(a.a.dtype));
   // (sm_count 0: no GPU, a compile-only run for sm_90a; take the H100 and
   // H200's 132 SMs, so it compiles what those would run.)
-  return bytes >= (int64_t(2) << 20) * (sm_count > 0 ? sm_count : 132);
+  return bytes >= (int64_t(896) << 10) * (sm_count > 0 ? sm_count : 132);
 }
 
 int64_t block_m_of(const MoeGroupedGemmArgs& a) {
@@ -173,7 +200,9 @@ const char* weight_layout_name(WeightLayout l) { return l == WeightLayout::kNK ?
 std::string MoeGroupedGemmConfig::str() const {
   // group_m is a launch parameter, not shown; persistent (also one) is, as it
   // changes how the warp-specialised kernel runs.
-  if (gemv == 1 && bulk == 1) return fmt::format("gemv-bulk bm={} one CTA per SM, shared-memory ring", block_m);
+  if (gemv == 1 && bulk == 1)
+    return fmt::format("gemv-bulk bm={} one CTA per SM, shared-memory ring{}", block_m,
+                       bulk_cols ? fmt::format(", {} columns per piece", bulk_cols) : "");
   if (gemv == 1) return fmt::format("gemv bm={} cols={} rows/pass<=4", block_m, block_n);
   if (sm90 == 1) return fmt::format("wgmma bm={} bn={} bk={} stages={} warpgroups=2", block_m, block_n, kBK, stages);
   if (sm90 == 2)
@@ -187,7 +216,7 @@ std::string MoeGroupedGemmConfig::str() const {
 
 const char* moe_grouped_gemm_config_keys() {
   return "block_m, block_n, stages, warps_m, warps_n, sm90, tma, persistent, k_splits, group_m, gemv, tma_store, "
-         "half_skip, prefetch, preload, carveout, balance, bulk, cluster, multicast";
+         "half_skip, prefetch, preload, carveout, balance, bulk, bulk_cols, cluster, multicast";
 }
 
 bool is_moe_grouped_gemm_config_key(const std::string& key) {
@@ -219,6 +248,7 @@ void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, 
   else if (key == "carveout") c.carveout = value;
   else if (key == "balance") c.balance = value;
   else if (key == "bulk") c.bulk = value;
+  else if (key == "bulk_cols") c.bulk_cols = value;
   else if (key == "cluster") c.cluster = value;
   else if (key == "multicast") c.multicast = value;
   else
@@ -625,6 +655,18 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                              kBulkSmemBytes / 1024),
                  why);
     c.bulk = over.bulk >= 0 ? over.bulk : why.empty() && bulk_by_default(a, sm_count) ? 1 : 0;
+    TC_CHECK_ARG(over.bulk_cols == 0 || c.bulk == 1, kOp, "bulk_cols", "the bulk kernel (bulk=1, given or chosen)",
+                 fmt::format("bulk_cols={} with register loads (bulk=0)", over.bulk_cols));
+    if (over.bulk_cols != 0) {
+      const int64_t most = bulk_max_cols(a);
+      TC_CHECK_ARG(over.bulk_cols > 0 && over.bulk_cols <= most && bulk_plan(a, over.bulk_cols).fits, kOp,
+                   "bulk_cols",
+                   fmt::format("0 (choose) or 1..{} output columns per piece ({} weight rows at most, N = {}) whose "
+                               "piece leaves room for two stages in {} KB",
+                               most, kBulkMaxRows, a.out.shape[1], kBulkSmemBytes / 1024),
+                   std::to_string(over.bulk_cols));
+    }
+    c.bulk_cols = over.bulk_cols;
     TC_CHECK_ARG(over.preload >= -1 && over.preload <= 1, kOp, "preload",
                  "0 (none), 1 (the first item's weights into shared memory before the grid wait) or -1 (choose)",
                  std::to_string(over.preload));
@@ -652,6 +694,7 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   TC_CHECK_ARG(over.preload < 1, kOp, "preload", "the decode combine kernel (gemv=1 with combine)",
                "the MMA kernels");
   TC_CHECK_ARG(over.carveout < 1, kOp, "carveout", "the decode kernels (gemv=1)", "the MMA kernels");
+  TC_CHECK_ARG(over.bulk_cols == 0, kOp, "bulk_cols", "the bulk decode kernel (gemv=1, bulk=1)", "the MMA kernels");
   const bool sm90_ok = (c.block_m == 128 || c.block_m == 64) && moe_grouped_gemm_wgmma_ok(a, cc_major);
   TC_CHECK_ARG(over.sm90 >= -1 && over.sm90 <= 2, kOp, "sm90",
                "0 (mma.sync), 1 (wgmma) or 2 (warp-specialised wgmma)", std::to_string(over.sm90));
@@ -942,7 +985,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
                         uint64_t(c.gemv == 1) << 58 | uint64_t(c.tma_store == 1) << 59 | uint64_t(a.combine > 1) << 60 |
                         uint64_t(c.cluster == 2) << 61 | uint64_t(c.gemv == 1 && c.bulk == 1) << 62 |
                         uint64_t(c.carveout == 1) << 63;
-  const BulkPlan bulk = c.gemv == 1 && c.bulk == 1 ? bulk_plan(a) : BulkPlan{};
+  const BulkPlan bulk = c.gemv == 1 && c.bulk == 1 ? bulk_plan(a, c.bulk_cols) : BulkPlan{};
   // (A bulk kernel's ring depends on the shape: its limit is raised once to the most any takes.)
   // (The decode combine kernel's preload: its first item's weights, within
   // a limit set once for every launch of it on sm_90.)
