@@ -721,7 +721,7 @@ TEST(GpuFusedMoe, DecodePath) {
     EXPECT_EQ(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA, w, {}), 1) << w;
     EXPECT_EQ(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA, w, {{"decode", 0}}), 1) << w;
     // The bulk kernels (sm_90), which the default takes only for gate/up
-    // from 2 MB of weights per SM, past these shapes: gate/up, and both
+    // from 896 KiB of weights per SM, past these shapes: gate/up, and both
     // projections where down has a per-row schedule (K > 1: not t1-k1).
     if (rt::device_info(0).cc_major >= 9) {
       EXPECT_EQ(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA, w, {{"gate_up_bulk", 1}}), 1) << w;

@@ -725,7 +725,7 @@ TEST(MoeGroupedGemmCpu, DecodePreloadChoice) {
 // without spills or stack. A column must fit half the ring: gate/up at K =
 // 7168 does (2 rows, 28 KB), the combine of 8 slots at K = 7168 (114 KB)
 // does not and keeps the register-load kernel. Chosen by default only for
-// gate/up streaming at least 2 MB of weights per SM (BulkByDefault).
+// gate/up streaming at least 896 KiB of weights per SM (BulkByDefault).
 TEST(MoeGroupedGemmCpu, BulkDecodeKernels) {
   const int64_t E = 8, N = 256, T = 2, S = 8;
   for (int64_t K : {int64_t(512), int64_t(7168)})
@@ -735,7 +735,7 @@ TEST(MoeGroupedGemmCpu, BulkDecodeKernels) {
         HostTensor a(dt, {combine ? T * S : T, K}), w(dt, {E, N, K}), out(dt, {combine ? T : T * S, N}),
             ids(DType::kI32, {T * S}), scale(DType::kF32, {T * S});
         const auto g = per_row_args(a.view(), w.view(), out.view(), ids.view(), S, combine, scale.view());
-        EXPECT_EQ(ops::moe_grouped_gemm_config(g, {}, 9, 132).bulk, 0) << "under 2 MB of weights per SM";
+        EXPECT_EQ(ops::moe_grouped_gemm_config(g, {}, 9, 132).bulk, 0) << "under 896 KiB of weights per SM";
         ops::MoeGroupedGemmConfig on;
         on.bulk = 1;
         if (combine && K == 7168) {
@@ -1517,7 +1517,7 @@ TEST(FusedMoeCpu, DecodePathChoiceAndKernels) {
     EXPECT_TRUE(ops::fused_moe_uses_decode(S.args(), S.L.params(), on)) << T;
   }
   const StandInLayer S(1);
-  // The register-load kernels by default (far under the bulk kernels' 2 MB
+  // The register-load kernels by default (far under the bulk kernels' 896 KiB
   // of weights per SM), the bulk ones on request (sm_90).
   const auto reg_specs = sm90_specs(S.args(), S.L.params());
   ASSERT_EQ(reg_specs.size(), 4u);

@@ -36,7 +36,8 @@
 // Two warps per stage and branch-free row groups (session 21): gate/up
 // 112-117 us against the register kernel's 118-121 at DeepSeek-V3 and
 // Mixtral T = 1 (ncu: 4.13 TB/s, 85.8% of DRAM peak), so the host picks it
-// for gate/up from 2 MB of weights per SM. The combine mode stays behind:
+// for gate/up with enough weights per SM (bulk_by_default in
+// moe_grouped_gemm.cpp). The combine mode stays behind:
 // DeepSeek-V3 T = 1 85-87 us against 64 (57.7% of DRAM peak, consumers
 // waiting on full stages); neither 6 stages for 4, nor dealing pieces to
 // the CTAs in turn, nor four consumer warps per stage changed that. With
