@@ -800,6 +800,27 @@ TEST(MoeGroupedGemmCpu, BulkDecodeKernels) {
                   "2");
 }
 
+// The bulk kernel's default piece width (bulk_plan, reported in the
+// resolved config's bulk_cols): stages of about 32 KB, but two gated
+// columns rather than one where four stages still fit (H200, session 32:
+// at H = 5120 one column per piece ran 6% slower than two), one at H = 7168
+// (two would leave three stages). 0 without the bulk kernel.
+TEST(MoeGroupedGemmCpu, BulkPieceWidths) {
+  const int64_t E = 8, N = 256, S = 8;
+  for (auto [K, want] : {std::pair<int64_t, int>{2048, 4}, {3072, 2}, {4096, 2}, {5120, 2}, {6144, 2}, {7168, 1}}) {
+    SCOPED_TRACE(::testing::Message() << "K=" << K);
+    HostTensor a(DType::kBF16, {1, K}), w(DType::kBF16, {E, N, K}), out(DType::kBF16, {S, N}),
+        ids(DType::kI32, {S}), scale(DType::kF32, {S});
+    const auto g = per_row_args(a.view(), w.view(), out.view(), ids.view(), S, false, scale.view());
+    ops::MoeGroupedGemmConfig on;
+    on.bulk = 1;
+    const auto c = ops::moe_grouped_gemm_config(g, on, 9, 132);
+    EXPECT_EQ(c.bulk_cols, want);
+    EXPECT_NE(c.str().find(std::to_string(want) + " columns per piece"), std::string::npos) << c.str();
+    EXPECT_EQ(ops::moe_grouped_gemm_config(g, {}, 8, 132).bulk_cols, 0) << "sm_80: register loads";
+  }
+}
+
 // The decode path at DeepSeek-V3 T = 1 (bulk gate/up, then the register
 // down + combine kernel): one combine CTA is meant to fit on an SM beside
 // the bulk CTA, registers (allocated 8 per thread at a time) and shared

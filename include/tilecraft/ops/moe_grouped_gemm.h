@@ -203,7 +203,9 @@ struct MoeGroupedGemmConfig {
   // about 32 KB, at least two gated columns where four stages still fit;
   // see bulk_plan in moe_grouped_gemm.cpp). More columns per
   // piece give the consumer warps more rows to dot at once; fewer give more
-  // stages, and each stage two consumer warps. A launch parameter.
+  // stages, and each stage two consumer warps. A launch parameter. In the
+  // resolved config (moe_grouped_gemm_config): the width the bulk kernel
+  // runs, or 0 without it.
   int bulk_cols = 0;
   std::string str() const;
 };

@@ -202,7 +202,7 @@ std::string MoeGroupedGemmConfig::str() const {
   // changes how the warp-specialised kernel runs.
   if (gemv == 1 && bulk == 1)
     return fmt::format("gemv-bulk bm={} one CTA per SM, shared-memory ring{}", block_m,
-                       bulk_cols ? fmt::format(", {} columns per piece", bulk_cols) : "");
+                       bulk_cols > 0 ? fmt::format(", {} columns per piece", bulk_cols) : "");
   if (gemv == 1) return fmt::format("gemv bm={} cols={} rows/pass<=4", block_m, block_n);
   if (sm90 == 1) return fmt::format("wgmma bm={} bn={} bk={} stages={} warpgroups=2", block_m, block_n, kBK, stages);
   if (sm90 == 2)
@@ -666,7 +666,7 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                                most, kBulkMaxRows, a.out.shape[1], kBulkSmemBytes / 1024),
                    std::to_string(over.bulk_cols));
     }
-    c.bulk_cols = over.bulk_cols;
+    c.bulk_cols = c.bulk == 1 ? bulk_plan(a, over.bulk_cols).cols : 0;  // resolved: the piece width it runs
     TC_CHECK_ARG(over.preload >= -1 && over.preload <= 1, kOp, "preload",
                  "0 (none), 1 (the first item's weights into shared memory before the grid wait) or -1 (choose)",
                  std::to_string(over.preload));
