@@ -5,8 +5,9 @@
 # which the barrier's transaction count publishes to wgmma. Only the TMA_A
 # kernels' code changes (scripts/kernel_code_diff.py on race 2 and
 # DeepSeek-V3 T=4096: 4 of 12 kernels, the gate/up ones identical). Session
-# 30's ncusrc of race 2's down had the fence at ~1% of stall samples, so
-# expect at most a percent or two. Here, before the call:
+# 30's ncusrc of race 2's down had its mainloop fence at 0.6% of the stall
+# samples, so expect at most that: a low-priority cleanup, worth a call only
+# beside another A/B of the same kernels. Here, before the call:
 #   git checkout wip/no-fence-tma-a && git rebase main && scripts/kernel_ab.sh main
 # then run(command="bash docs/prepared/session33_fence_ab.sh", carry=[".ab_kernels"])
 # (about 8 minutes). Merge only if the GPU tests pass and down is no slower.
