@@ -666,7 +666,8 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                                most, kBulkMaxRows, a.out.shape[1], kBulkSmemBytes / 1024),
                    std::to_string(over.bulk_cols));
     }
-    c.bulk_cols = c.bulk == 1 ? bulk_plan(a, over.bulk_cols).cols : 0;  // resolved: the piece width it runs
+    // Resolved: the piece width it runs (a given one is checked above).
+    c.bulk_cols = c.bulk != 1 ? 0 : over.bulk_cols > 0 ? over.bulk_cols : bulk_plan(a).cols;
     TC_CHECK_ARG(over.preload >= -1 && over.preload <= 1, kOp, "preload",
                  "0 (none), 1 (the first item's weights into shared memory before the grid wait) or -1 (choose)",
                  std::to_string(over.preload));
