@@ -18,10 +18,12 @@
 
 namespace tc::moe {
 
-// Shared-memory matrix descriptor: start, leading and stride byte offsets
-// (16-byte units), 128-byte swizzle.
-__device__ __forceinline__ unsigned long long wgmma_desc(const void* smem, unsigned lbo, unsigned sbo) {
-  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+// Shared-memory matrix descriptor: start (a 32-bit shared::cta address),
+// leading and stride byte offsets (16-byte units), 128-byte swizzle. From
+// an address, not a generic pointer: the conversion reads the CTA's
+// cluster id (S2UR SR_CgaCtaId), which sat on the consumers' path from a
+// stage's arrival to its first MMA in every k-step (session 32's ncu).
+__device__ __forceinline__ unsigned long long wgmma_desc(unsigned addr, unsigned lbo, unsigned sbo) {
   unsigned long long d = (addr & 0x3FFFF) >> 4;
   d |= (unsigned long long)((lbo >> 4) & 0x3FFF) << 16;
   d |= (unsigned long long)((sbo >> 4) & 0x3FFF) << 32;
@@ -130,12 +132,13 @@ struct GroupedGemmSm90 {
   }
 
   // B descriptor of warpgroup column wn, k16 slice ks, of the B tile at bs.
-  static __device__ __forceinline__ unsigned long long b_desc(const char* bs, int wn, int ks) {
+  static __device__ __forceinline__ unsigned long long b_desc(unsigned bs, int wn, int ks) {
     if constexpr (LAYOUT == 0) return wgmma_desc(bs + wn * WN * 128 + ks * 32, 16, 1024);
     return wgmma_desc(bs + wn * (WN / 64) * 8192 + ks * 16 * 128, 8192, 1024);  // LBO: next 64 columns; SBO: next 8 k rows
   }
 
-  static __device__ __forceinline__ void compute_stage(const char* stage, int wg, float (&acc)[kB][kAcc]) {
+  // The stage at shared address `stage`.
+  static __device__ __forceinline__ void compute_stage(unsigned stage, int wg, float (&acc)[kB][kAcc]) {
     const int wm = wg / kWgN, wn = wg % kWgN;
     wgmma_fence();
 #pragma unroll
@@ -350,7 +353,7 @@ struct GroupedGemmSm90 {
       const int next = t + STAGES - 2;
       if (next < kt) load_stage(p, b, plan, smem + (next % STAGES) * kStageBytes, next * kGemmBK);
       cp_async_commit();
-      compute_stage(smem + (t % STAGES) * kStageBytes, wg, acc);
+      compute_stage(smem_addr(smem + (t % STAGES) * kStageBytes), wg, acc);
       wgmma_wait<1>();
     }
     wgmma_wait<0>();

@@ -320,9 +320,10 @@ struct GroupedGemmSm90Ws {
   // rewritten by TMA, so a CTA-scope arrival suffices (as CUTLASS's
   // multicast pipelines do); a cluster-scope release here costs a fence per
   // warp and k-step.
-  static __device__ __forceinline__ void release_slot(unsigned long long* empty_s, unsigned rank) {
+  // (empty_s: the barrier's shared::cta address.)
+  static __device__ __forceinline__ void release_slot(unsigned empty_s, unsigned rank) {
     mbar_arrive(empty_s);
-    if constexpr (kPair) mbar_arrive_remote_cta(cluster_map(smem_addr(empty_s), rank ^ 1u));
+    if constexpr (kPair) mbar_arrive_remote_cta(cluster_map(empty_s, rank ^ 1u));
   }
 
   // TMA_C: the tile goes out by tensor stores. The warpgroup stages a pass,
@@ -487,7 +488,17 @@ struct GroupedGemmSm90Ws {
     }
 
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs) : "memory");
-    const int cw = wg - 1;  // consumer 0 or 1: its 64-row half (BM = 128) or column half (BM = 64)
+    // Consumer 0 or 1: its 64-row half (BM = 128) or column half (BM = 64).
+    // Broadcast from lane 0, so the compiler knows it is warp-uniform and
+    // keeps what derives from it (the MMA descriptors) in uniform registers.
+    const int cw = __shfl_sync(0xffffffffu, wg - 1, 0);
+    // Shared addresses of the ring and its barriers, from the base's shared
+    // address (a constant: generic pointers are converted through the CTA's
+    // cluster id, which the compiler re-read on the way to each k-step's
+    // MMAs). The shared window is aligned far beyond 1024 bytes, so aligning
+    // either address gives the same offset.
+    const unsigned ring_at = (smem_addr(smem_raw) + 1023u) & ~1023u;
+    const unsigned full_at = ring_at + unsigned(reinterpret_cast<char*>(full) - smem), empty_at = full_at + 8 * STAGES;
     const bool releaser = threadIdx.x % 32 == 0;  // one arrival per consumer warp
     // kHoldSlot: a tile's last slot stays unreleased through its epilogue
     // (odd passes stage in it) and is released after the next k-step's MMAs
@@ -497,7 +508,7 @@ struct GroupedGemmSm90Ws {
     const auto release_held = [&] {
       if (threadIdx.x % 128 == 0) bulk_wait_read();
       Base::named_sync(2 + cw);
-      if (releaser) release_slot(empty + held, rank);
+      if (releaser) release_slot(smem_addr(empty + held), rank);
       held = -1;
     };
     const bool tracer = kTraceOn && threadIdx.x % 128 == 0;  // thread 0 of each consumer warpgroup
@@ -532,16 +543,16 @@ struct GroupedGemmSm90Ws {
       const bool live = mine && (BM != 128 || !p.tile_fill || p.tile_fill[w.tile.row0 + 64 * cw] >= 0);
       for (int t = 0; t < kt; ++t, ++g) {
         const unsigned s = g % STAGES;
-        mbar_wait(full + s, (g / STAGES) & 1u);
+        mbar_wait(full_at + 8 * s, (g / STAGES) & 1u);
         fence_async_shared();  // the generic-proxy cp.async writes, seen through the barrier, before wgmma reads
-        if (live) Base::compute_stage(smem + s * kStageBytes, cw, acc);
+        if (live) Base::compute_stage(ring_at + s * kStageBytes, cw, acc);
         wgmma_wait<1>();  // the MMAs of k-step g - 1 retired: its slot may be refilled
-        if (t > 0 && releaser) release_slot(empty + (g - 1) % STAGES, rank);
+        if (t > 0 && releaser) release_slot(empty_at + 8 * ((g - 1) % STAGES), rank);
         if (kHoldSlot && held >= 0) release_held();
       }
       wgmma_wait<0>();
       const bool hold = kHoldSlot && mine && kt > 0;
-      if (kt > 0 && releaser && !hold) release_slot(empty + (g - 1) % STAGES, rank);  // the tile's last slot
+      if (kt > 0 && releaser && !hold) release_slot(empty_at + 8 * ((g - 1) % STAGES), rank);  // the tile's last slot
       if (!mine) continue;
       if constexpr (kCombineOk) {
         if (comb_leader && pending >= 0) Comb::publish(p, pending);

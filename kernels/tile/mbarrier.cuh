@@ -22,16 +22,17 @@ __device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned coun
 __device__ __forceinline__ void mbar_init_fence() {
   TC_SM90_ASM("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 }
-__device__ __forceinline__ void mbar_arrive(unsigned long long* bar) {
-  TC_SM90_ASM("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(smem_addr(bar)) : "memory");
+// (Also by shared::cta address, for loops that convert their pointers once.)
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+  TC_SM90_ASM("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
 }
+__device__ __forceinline__ void mbar_arrive(unsigned long long* bar) { mbar_arrive(smem_addr(bar)); }
 // One arrival that also raises the phase's expected transaction bytes.
 __device__ __forceinline__ void mbar_arrive_expect_tx(unsigned long long* bar, unsigned bytes) {
   TC_SM90_ASM("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
 }
-__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
+__device__ __forceinline__ void mbar_wait(unsigned a, unsigned parity) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const unsigned a = smem_addr(bar);
   unsigned done = 0;
   do {
     asm volatile(
@@ -41,9 +42,10 @@ __device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned pari
         : "memory");
   } while (!done);
 #else
-  (void)bar, (void)parity;
+  (void)a, (void)parity;
 #endif
 }
+__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) { mbar_wait(smem_addr(bar), parity); }
 
 // `bytes` (a multiple of 16; both addresses 16-byte aligned) from global
 // memory into this CTA's shared memory, completing `bytes` of `bar`'s
