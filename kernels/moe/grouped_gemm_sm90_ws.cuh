@@ -544,7 +544,11 @@ struct GroupedGemmSm90Ws {
       for (int t = 0; t < kt; ++t, ++g) {
         const unsigned s = g % STAGES;
         mbar_wait(full_at + 8 * s, (g / STAGES) & 1u);
-        fence_async_shared();  // the generic-proxy cp.async writes, seen through the barrier, before wgmma reads
+        // The generic-proxy cp.async writes, seen through the barrier, before
+        // wgmma reads them. With A by TMA every write into a stage is a
+        // tensor copy (async proxy, published by the barrier's transaction
+        // count), so the fence has nothing to order.
+        if constexpr (!TMA_A) fence_async_shared();
         if (live) Base::compute_stage(ring_at + s * kStageBytes, cw, acc);
         wgmma_wait<1>();  // the MMAs of k-step g - 1 retired: its slot may be refilled
         if (t > 0 && releaser) release_slot(empty_at + 8 * ((g - 1) % STAGES), rank);
