@@ -7,7 +7,8 @@ Each cache is a TILECRAFT_CACHE_DIR that `tilecraft compile` filled (for
 example one with the tree's kernels, one with TILECRAFT_KERNEL_DIR set to
 an older revision's). Kernels are matched by (function, template
 arguments, config, arch, options); for each pair the code-bearing sections of the cubins (.text.*,
-.nv.shared.*, .nv.constant0.*) are compared byte for byte. Whole cubins
+.nv.shared.*, .nv.constant0.*, matched by kind and order, not by the
+mangled names in theirs) are compared byte for byte. Whole cubins
 differ even for unchanged kernels (their cache keys differ with the
 sources), so this is the check that a source change which should not
 change code (comments, refactors, code compiled out) did not: a GPU result
@@ -39,8 +40,13 @@ def code_sections(cubin):
     for name_off, kind, _flags, _addr, off, size, *_ in headers:
         start = names_at + name_off
         name = cubin[start:cubin.index(b"\0", start)].decode()
-        if name.startswith(CODE_PREFIXES):
-            out[name] = f"nobits:{size}" if kind == SHT_NOBITS else hashlib.sha256(cubin[off:off + size]).hexdigest()
+        prefix = next((p for p in CODE_PREFIXES if name.startswith(p)), None)
+        if prefix:
+            # Keyed by kind and order, not by the mangled kernel name: a
+            # template argument added with a default (a new instantiation
+            # for one value only) renames every kernel without changing code.
+            n = sum(1 for k in out if k.startswith(prefix + "#"))
+            out[f"{prefix}#{n}"] = f"nobits:{size}" if kind == SHT_NOBITS else hashlib.sha256(cubin[off:off + size]).hexdigest()
     return out
 
 
