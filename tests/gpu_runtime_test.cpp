@@ -170,5 +170,9 @@ TEST(GpuRuntime, ClockAndPowerCountersReadable) {
   if (d.power_held_ms) {
     EXPECT_LE(*d.power_held_ms, d.seconds * 1e3 + 1);
   }
+  if (d.power_limit_w) {  // a board's cap: tens to a few thousand watts
+    EXPECT_GT(*d.power_limit_w, 10.0);
+    EXPECT_LT(*d.power_limit_w, 5000.0);
+  }
   std::printf("%s\n", d.summary().c_str());  // in the device log, for the record
 }

@@ -302,7 +302,7 @@ TEST(GpuState, DeltaAndSlowed) {
   GpuCounters a, b;
   a.wall_ns = 1'000'000'000, b.wall_ns = 2'500'000'000;  // 1.5 s
   a.energy_mj = 10'000, b.energy_mj = 910'000;             // 900 J
-  b.power_mw = 655'000;
+  b.power_mw = 655'000, b.power_limit_mw = 700'000;
   a.power_violation_ns = 5'000'000, b.power_violation_ns = 5'000'000;
   a.thermal_violation_ns = 0, b.thermal_violation_ns = 0;
   b.sm_clock_mhz = 1980, b.max_sm_clock_mhz = 1980, b.temperature_c = 61, b.clock_event_reasons = 0;
@@ -311,6 +311,9 @@ TEST(GpuState, DeltaAndSlowed) {
   ASSERT_TRUE(d.avg_power_w.has_value());
   EXPECT_DOUBLE_EQ(*d.avg_power_w, 600.0);
   EXPECT_DOUBLE_EQ(d.power_w_end.value(), 655.0);
+  EXPECT_DOUBLE_EQ(d.power_limit_w.value(), 700.0);
+  EXPECT_NE(d.summary().find("power limit 700 W"), std::string::npos) << d.summary();
+  EXPECT_DOUBLE_EQ(d.to_json()["power_limit_w"].get<double>(), 700.0);
   EXPECT_DOUBLE_EQ(d.power_held_ms.value(), 0.0);
   EXPECT_FALSE(d.slowed());
   b.power_violation_ns = 17'500'000;  // 12.5 ms held back by the power policy
@@ -335,6 +338,8 @@ TEST(GpuState, DeltaAndSlowed) {
   d = gpu_state_delta(a, bare);
   EXPECT_FALSE(d.avg_power_w.has_value());
   EXPECT_FALSE(d.power_w_end.has_value());
+  EXPECT_FALSE(d.power_limit_w.has_value());
+  EXPECT_EQ(d.summary().find("power limit"), std::string::npos) << d.summary();
   EXPECT_FALSE(d.power_held_ms.has_value());
   EXPECT_FALSE(d.slowed());
 }

@@ -9,7 +9,8 @@
 //              .noinc) once each producer thread's copies of stage s landed,
 //              so the producer never waits for its own loads and keeps up to
 //              STAGES stages in flight; a consumer fences for the async proxy
-//              after its wait, before wgmma reads the slot;
+//              after its wait, before wgmma reads the slot (not where A too
+//              comes by TMA: every write into a stage is then a tensor copy);
 //   empty[s] - 8 arrivals: each consumer warp's wgmma that read slot s
 //              retired (lane 0, after wgmma.wait_group 1 of the next k-step).
 // With TMA (weights by tensor map, A still gathered by cp.async): thread 0

@@ -96,6 +96,14 @@ EnvInfo capture_env(int device) {
   std::string smi = run_capture(
       "nvidia-smi --query-gpu=driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv,noheader 2>/dev/null | head -1");
   if (!smi.empty()) j["nvidia_smi"] = smi;
+  // The power cap in force against the board's default and most: compute-
+  // bound kernels on the H200 spend most of their timing held back by power
+  // (docs/perf/fused_moe.md, session 33). Its own query, so that a field an
+  // older nvidia-smi lacks loses this line only.
+  std::string power = run_capture(
+      "nvidia-smi --query-gpu=power.limit,power.default_limit,power.max_limit --format=csv,noheader 2>/dev/null | "
+      "head -1");
+  if (!power.empty()) j["nvidia_smi_power_limits"] = power;
   return e;
 }
 

@@ -30,6 +30,7 @@ struct Nvml {
   int (*temperature)(NvmlDevice, int, unsigned*) = nullptr;
   int (*energy)(NvmlDevice, unsigned long long*) = nullptr;
   int (*power)(NvmlDevice, unsigned*) = nullptr;
+  int (*power_limit)(NvmlDevice, unsigned*) = nullptr;
   int (*violation)(NvmlDevice, int, NvmlViolationTime*) = nullptr;
   int (*reasons)(NvmlDevice, unsigned long long*) = nullptr;
   std::string why;  // empty: usable
@@ -58,6 +59,7 @@ const Nvml& nvml() {
     bind(lib, n.temperature, "nvmlDeviceGetTemperature");
     bind(lib, n.energy, "nvmlDeviceGetTotalEnergyConsumption");
     bind(lib, n.power, "nvmlDeviceGetPowerUsage");
+    bind(lib, n.power_limit, "nvmlDeviceGetEnforcedPowerLimit");
     bind(lib, n.violation, "nvmlDeviceGetViolationStatus");
     // Renamed from "throttle" to "event" reasons in newer drivers; same bits.
     bind(lib, n.reasons, "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons");
@@ -125,6 +127,7 @@ std::optional<GpuCounters> read_gpu_counters(int ordinal, std::string* why) {
           .count());
   if (auto e = query<unsigned long long>(n.energy, dev)) c.energy_mj = uint64_t(*e);
   c.power_mw = query<unsigned>(n.power, dev);
+  c.power_limit_mw = query<unsigned>(n.power_limit, dev);
   c.power_violation_ns = violation_ns(dev, kNvmlPolicyPower);
   c.thermal_violation_ns = violation_ns(dev, kNvmlPolicyThermal);
   c.sm_clock_mhz = query<unsigned>(n.clock, dev, kNvmlClockSm);
@@ -155,6 +158,7 @@ GpuStateDelta gpu_state_delta(const GpuCounters& a, const GpuCounters& b) {
   if (a.energy_mj && b.energy_mj && *b.energy_mj >= *a.energy_mj && d.seconds >= kMinPowerWindowS)
     d.avg_power_w = double(*b.energy_mj - *a.energy_mj) * 1e-3 / d.seconds;
   if (b.power_mw) d.power_w_end = *b.power_mw * 1e-3;
+  if (b.power_limit_mw) d.power_limit_w = *b.power_limit_mw * 1e-3;
   if (a.power_violation_ns && b.power_violation_ns && *b.power_violation_ns >= *a.power_violation_ns)
     d.power_held_ms = double(*b.power_violation_ns - *a.power_violation_ns) * 1e-6;
   if (a.thermal_violation_ns && b.thermal_violation_ns && *b.thermal_violation_ns >= *a.thermal_violation_ns)
@@ -179,6 +183,7 @@ nlohmann::json GpuStateDelta::to_json() const {
   j["seconds"] = seconds;
   if (avg_power_w) j["avg_power_w"] = *avg_power_w;
   if (power_w_end) j["power_w_end"] = *power_w_end;
+  if (power_limit_w) j["power_limit_w"] = *power_limit_w;
   if (power_held_ms) j["power_held_ms"] = *power_held_ms;
   if (thermal_held_ms) j["thermal_held_ms"] = *thermal_held_ms;
   if (sm_clock_mhz_end) j["sm_clock_mhz_end"] = *sm_clock_mhz_end;
@@ -194,6 +199,7 @@ std::string GpuStateDelta::summary() const {
   std::string s = fmt::format("GPU over {:.0f} ms of timing:", seconds * 1e3);
   if (avg_power_w) s += fmt::format(" {:.0f} W average,", *avg_power_w);
   if (power_w_end) s += fmt::format(" {:.0f} W at the end,", *power_w_end);
+  if (power_limit_w) s += fmt::format(" power limit {:.0f} W,", *power_limit_w);
   if (power_held_ms || thermal_held_ms)
     s += fmt::format(" clock held back {:.1f} ms by power, {:.1f} ms by temperature,", power_held_ms.value_or(0),
                      thermal_held_ms.value_or(0));

@@ -18,6 +18,7 @@ struct GpuCounters {
   uint64_t wall_ns = 0;                          // steady clock of this process
   std::optional<uint64_t> energy_mj;             // total energy since the driver loaded
   std::optional<unsigned> power_mw;              // the driver's power reading (its own short average)
+  std::optional<unsigned> power_limit_mw;        // the power cap in force (what "held back by power" is against)
   std::optional<uint64_t> power_violation_ns;    // cumulative time held below the target clock by power
   std::optional<uint64_t> thermal_violation_ns;  // ... by thermal policy
   std::optional<unsigned> sm_clock_mhz, max_sm_clock_mhz, temperature_c;
@@ -33,6 +34,7 @@ struct GpuStateDelta {
   double seconds = 0;
   std::optional<double> avg_power_w;  // from the energy counter; only over kMinPowerWindowS or more
   std::optional<double> power_w_end;  // the driver's power reading at the end
+  std::optional<double> power_limit_w;  // the power cap in force at the end
   std::optional<double> power_held_ms, thermal_held_ms;
   std::optional<unsigned> sm_clock_mhz_end, max_sm_clock_mhz, temperature_c_end;
   std::optional<uint64_t> reasons_end;
