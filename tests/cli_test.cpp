@@ -40,6 +40,16 @@ TEST(Cli, UsageErrorsExit2NamingTheFlag) {
   r = run("bench --warmup-ms -1");
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("--warmup-ms"), std::string::npos) << r.out;
+  r = run("bench --energy-ms 500");  // under the energy counter's second
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("'--energy-ms'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("at least 1000"), std::string::npos) << r.out;
+  r = run("bench --energy-ms -5");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("--energy-ms"), std::string::npos) << r.out;
+  r = run("bench --op moe_reduce_fused --backend cpu --energy-ms 1000");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("the cuda backend"), std::string::npos) << r.out;
   r = run("compile --options fastest");
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("fastest"), std::string::npos) << r.out;
@@ -77,6 +87,22 @@ TEST(Cli, BenchScopesFilter) {
   EXPECT_NE(r.out.find("'expertz'"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("main, "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("kernel_only"), std::string::npos) << r.out;
+}
+
+// bench --energy-ms: each timed scope, and the main line, gets a line of
+// energy per call run alone (or says why it has none: no NVML counter).
+TEST(Cli, BenchEnergyPerScope) {
+  TC_REQUIRE_GPU();
+  auto r = run("bench --op fused_moe --workload t1-k1 --warmup 0 --repeat 2 --scopes experts --energy-ms 1000");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  for (const char* name : {"    energy main ", "    energy experts "}) {
+    const size_t at = r.out.find(name);
+    ASSERT_NE(at, std::string::npos) << name << r.out;
+    const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+    EXPECT_TRUE(line.find(" J/call alone (") != std::string::npos ||
+                line.find("energy unavailable: ") != std::string::npos)
+        << line;
+  }
 }
 
 TEST(Cli, MissingGpuExits3) {

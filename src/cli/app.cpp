@@ -38,6 +38,12 @@ int run_main(int argc, char** argv) {
                     "run once more after the timing with the L2 flushed (without --scopes: the main line's "
                     "check call, L2 warm)")
       ->delimiter(',');
+  bench->add_option("--energy-ms", o.energy_ms,
+                    "Also each timed scope's energy per call (the main line as 'main'): after the timing each runs "
+                    "alone, back to back, flushed as timed, for at least this many ms of GPU time (0: off; at least "
+                    "1000, the energy counter's steps), the flushes' own energy taken off; with the power the loop "
+                    "drew and how long the power cap held the clock back")
+      ->check(CLI::Range(0.0, 600000.0));
   bench->add_option("--backend", o.backend, "cuda or cpu")->check(CLI::IsMember({"cuda", "cpu"}));
   auto* run = app.add_subcommand("run", "Main job: env, compile, test and bench; writes logs and reports");
   cli::add_filter_flags(run, o);

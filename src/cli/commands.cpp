@@ -14,6 +14,7 @@
 
 #include "tilecraft/error.h"
 #include "tilecraft/harness/ceilings.h"
+#include "tilecraft/harness/energy.h"
 #include "tilecraft/harness/env.h"
 #include "tilecraft/harness/precompile.h"
 #include "tilecraft/harness/report.h"
@@ -171,6 +172,13 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
   harness::BenchContext ctx;
   ctx.timing = timing;
   ctx.scopes = o.scopes;
+  TC_CHECK_ARG(o.energy_ms == 0 || o.energy_ms >= harness::kMinEnergyMs, "bench", "--energy-ms",
+               fmt::format("0 (off) or at least {:.0f} ms (the energy counter advances in steps too coarse for less)",
+                           harness::kMinEnergyMs),
+               fmt::format("{:g}", o.energy_ms));
+  TC_CHECK_ARG(o.energy_ms == 0 || backend == DeviceType::kCUDA, "bench", "--energy-ms", "the cuda backend (a GPU)",
+               "the cpu backend");
+  ctx.energy_ms = o.energy_ms;
   std::unique_ptr<harness::L2Flusher> flusher;
   if (backend == DeviceType::kCUDA) {
     if (!ceilings) {
@@ -236,6 +244,9 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
                                vs > 0 ? fmt::format("  {:.2f}x {}", vs, sc["vs"].get<std::string>()) : "",
                                sc["note"].get<std::string>()));
         }
+      if (r.contains("energy"))
+        for (auto& e : r["energy"])
+          con.line(fmt::format("    energy {:<15} {}", e["name"].get<std::string>(), harness::energy_summary(e)));
     }
     // Compiled with `trace`: the stamps of this case's last launch of each
     // traced kernel, read and cleared (jit::take_traces), on the console and

@@ -21,6 +21,7 @@ struct Options {
   std::string compile_options = "release";
   std::vector<std::string> config;  // key=value kernel overrides
   std::vector<std::string> scopes;  // bench: time only these scopes of each case (empty: all)
+  double energy_ms = 0;             // bench: > 0, each scope's energy per call, run alone this long
   int warmup = 10, repeat = 100, trials = 1;
   double warmup_ms = 25;
   bool hot = false;

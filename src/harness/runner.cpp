@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "tilecraft/error.h"
+#include "tilecraft/harness/energy.h"
 #include "tilecraft/harness/gpu_state.h"
 #include "tilecraft/harness/random.h"
 #include "tilecraft/jit/embedded_sources.h"
@@ -417,6 +418,16 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
       r["gpu_state"] = before && after ? gpu_state_delta(*before, *after).to_json()
                                        : nlohmann::json{{"unavailable", no_state}};
       t = it.stats[0];
+      // Energy per call, each scope alone (the main line as "main"), sized
+      // by its timed median; a scope whose timing failed is left out.
+      if (ctx.energy_ms > 0)
+        for (size_t k = 0; k < fns.size(); ++k) {
+          if (k > 0 && !it.errors[k].empty()) continue;
+          nlohmann::json e = energy_per_call(fns[k], stream.get(), ctx.timing, ctx.flusher, it.stats[k].median,
+                                             ctx.energy_ms);
+          e["name"] = k == 0 ? std::string("main") : scopes[k - 1].name;
+          r["energy"].push_back(std::move(e));
+        }
       for (size_t k = 0; k < scopes.size(); ++k) {
         const TimedScope& sc = scopes[k];
         nlohmann::json j{{"name", sc.name}, {"note", sc.note}};

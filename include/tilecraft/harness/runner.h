@@ -37,6 +37,7 @@ struct BenchContext {
   double bare_launch_host_us = 0;      // host cost of one cuLaunchKernel of an empty kernel
   bool same_size_copy = true;          // also time a copy of the same bytes (GPU)
   std::vector<std::string> scopes;     // time only these of the op's scopes (empty: all); others are an error
+  double energy_ms = 0;                // > 0: also each timed scope's energy per call, alone for this long (energy.h)
 };
 // Host time per call of `call` (which enqueues on `stream`), median of
 // batches; `gpu_ms_per_call` (its measured GPU time, 0 = small) shortens the
