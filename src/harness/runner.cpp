@@ -423,8 +423,13 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
       if (ctx.energy_ms > 0)
         for (size_t k = 0; k < fns.size(); ++k) {
           if (k > 0 && !it.errors[k].empty()) continue;
-          nlohmann::json e = energy_per_call(fns[k], stream.get(), ctx.timing, ctx.flusher, it.stats[k].median,
-                                             ctx.energy_ms);
+          nlohmann::json e;
+          try {
+            e = energy_per_call(fns[k], stream.get(), ctx.timing, ctx.flusher, it.stats[k].median, ctx.energy_ms);
+          } catch (const Error& ex) {  // a scope's failure is its own, as in the timing
+            if (k == 0) throw;
+            e = {{"unavailable", ex.what()}};
+          }
           e["name"] = k == 0 ? std::string("main") : scopes[k - 1].name;
           r["energy"].push_back(std::move(e));
         }
