@@ -6,6 +6,7 @@
 #include <set>
 
 #include "test_util.h"
+#include "tilecraft/harness/energy.h"
 #include "tilecraft/harness/gpu_state.h"
 #include "tilecraft/harness/op_adapter.h"
 #include "tilecraft/harness/random.h"
@@ -342,6 +343,25 @@ TEST(GpuState, DeltaAndSlowed) {
   EXPECT_EQ(d.summary().find("power limit"), std::string::npos) << d.summary();
   EXPECT_FALSE(d.power_held_ms.has_value());
   EXPECT_FALSE(d.slowed());
+}
+
+// The console line of an energy record: joules per call, time alone, the
+// flushes taken off, power against the cap, the share held back; or why
+// there is none.
+TEST(GpuState, EnergySummary) {
+  nlohmann::json e{{"calls", 612},          {"seconds", 1.72},          {"ms_per_call", 2.76},
+                   {"joules_per_call", 1.94}, {"flush_joules_per_call", 0.0152}, {"avg_power_w", 696.0},
+                   {"power_limit_w", 700.0}, {"power_held_ms", 1720.0}};
+  const std::string s = energy_summary(e);
+  for (const char* want : {"1.94 J/call alone (2.76 ms/call, 612 calls; flushes' 0.0152 J/call taken off), 696 W",
+                           "(limit 700)", "held back by power 100% of 1.72 s"})
+    EXPECT_NE(s.find(want), std::string::npos) << want << " in " << s;
+  e.erase("power_limit_w"), e.erase("power_held_ms");
+  EXPECT_EQ(energy_summary(e).find("limit"), std::string::npos) << energy_summary(e);
+  EXPECT_EQ(energy_summary(e).find("held back"), std::string::npos) << energy_summary(e);
+  EXPECT_EQ(energy_summary({{"calls", 3}, {"unavailable", "no energy counter"}}),
+            "energy unavailable: no energy counter");
+  EXPECT_EQ(energy_summary(nlohmann::json::object()), "");
 }
 
 TEST(GpuState, ReadsOrSaysWhyNot) {
