@@ -311,6 +311,7 @@ TEST(GpuState, DeltaAndSlowed) {
   EXPECT_DOUBLE_EQ(d.seconds, 1.5);
   ASSERT_TRUE(d.avg_power_w.has_value());
   EXPECT_DOUBLE_EQ(*d.avg_power_w, 600.0);
+  EXPECT_DOUBLE_EQ(d.energy_j.value(), 900.0);
   EXPECT_DOUBLE_EQ(d.power_w_end.value(), 655.0);
   EXPECT_DOUBLE_EQ(d.power_limit_w.value(), 700.0);
   EXPECT_NE(d.summary().find("power limit 700 W"), std::string::npos) << d.summary();
@@ -332,6 +333,7 @@ TEST(GpuState, DeltaAndSlowed) {
   shortb.wall_ns = a.wall_ns + 400'000'000, shortb.energy_mj = *a.energy_mj + 240'000;
   d = gpu_state_delta(a, shortb);
   EXPECT_FALSE(d.avg_power_w.has_value());
+  EXPECT_DOUBLE_EQ(d.energy_j.value(), 240.0);  // the advance itself is kept (energy loops use it)
   EXPECT_EQ(d.summary().find("W average"), std::string::npos) << d.summary();
   EXPECT_NE(d.summary().find("655 W at the end"), std::string::npos) << d.summary();
   GpuCounters bare;  // counters NVML did not give: no field, no claim

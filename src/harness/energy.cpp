@@ -12,8 +12,8 @@ namespace tilecraft::harness {
 namespace {
 
 struct Loop {
-  double gpu_ms = 0;                  // events around the loop
-  std::optional<GpuCounters> a, b;    // NVML before and after
+  double gpu_ms = 0;                // events around the loop
+  std::optional<GpuStateDelta> d;   // NVML's counters before and after
 };
 
 // `calls` rounds of (flush unless hot, then fn if given), between two
@@ -22,7 +22,7 @@ Loop run_loop(const std::function<void(CUstream)>* fn, CUstream stream, const Ti
               int64_t calls, std::string& why) {
   Loop l;
   rt::Event e0, e1;
-  l.a = read_gpu_counters(0, &why);
+  const std::optional<GpuCounters> a = read_gpu_counters(0, &why);
   e0.record(stream);
   for (int64_t i = 0; i < calls; ++i) {
     if (!t.hot && flusher) flusher->flush(stream, t.flush);
@@ -30,14 +30,12 @@ Loop run_loop(const std::function<void(CUstream)>* fn, CUstream stream, const Ti
   }
   e1.record(stream);
   l.gpu_ms = double(e1.elapsed_ms_since(e0));  // synchronises
-  if (l.a) l.b = read_gpu_counters(0, &why);
+  const std::optional<GpuCounters> b = a ? read_gpu_counters(0, &why) : std::nullopt;
+  if (b) l.d = gpu_state_delta(*a, *b);
   return l;
 }
 
-std::optional<double> joules(const Loop& l) {
-  if (!l.a || !l.b || !l.a->energy_mj || !l.b->energy_mj || *l.b->energy_mj < *l.a->energy_mj) return std::nullopt;
-  return double(*l.b->energy_mj - *l.a->energy_mj) * 1e-3;
-}
+std::optional<double> joules(const Loop& l) { return l.d ? l.d->energy_j : std::nullopt; }
 
 }  // namespace
 
@@ -70,7 +68,7 @@ nlohmann::json energy_per_call(const std::function<void(CUstream)>& fn, CUstream
     j["unavailable"] = why.empty() ? "no energy counter (NVML nvmlDeviceGetTotalEnergyConsumption)" : why;
     return j;
   }
-  const GpuStateDelta d = gpu_state_delta(*run.a, *run.b);
+  const GpuStateDelta& d = *run.d;  // (e_run: present)
   j["seconds"] = d.seconds;
   if (d.seconds * 1e3 < kMinEnergyMs) {
     j["unavailable"] = fmt::format("the loop ran {:.0f} ms, under the {:.0f} ms the energy counter needs", d.seconds * 1e3,

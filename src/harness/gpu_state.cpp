@@ -155,8 +155,8 @@ GpuStateDelta gpu_state_delta(const GpuCounters& a, const GpuCounters& b) {
   // The energy counter advances in steps too coarse for short sections (the
   // same 230 ms of race case 2 read 159 to 316 W on one H200): an average
   // only over kMinPowerWindowS or more.
-  if (a.energy_mj && b.energy_mj && *b.energy_mj >= *a.energy_mj && d.seconds >= kMinPowerWindowS)
-    d.avg_power_w = double(*b.energy_mj - *a.energy_mj) * 1e-3 / d.seconds;
+  if (a.energy_mj && b.energy_mj && *b.energy_mj >= *a.energy_mj) d.energy_j = double(*b.energy_mj - *a.energy_mj) * 1e-3;
+  if (d.energy_j && d.seconds >= kMinPowerWindowS) d.avg_power_w = *d.energy_j / d.seconds;
   if (b.power_mw) d.power_w_end = *b.power_mw * 1e-3;
   if (b.power_limit_mw) d.power_limit_w = *b.power_limit_mw * 1e-3;
   if (a.power_violation_ns && b.power_violation_ns && *b.power_violation_ns >= *a.power_violation_ns)

@@ -32,7 +32,8 @@ constexpr double kMinPowerWindowS = 1.0;
 // What happened between two readings.
 struct GpuStateDelta {
   double seconds = 0;
-  std::optional<double> avg_power_w;  // from the energy counter; only over kMinPowerWindowS or more
+  std::optional<double> energy_j;     // the energy counter's advance (coarse steps: see kMinPowerWindowS)
+  std::optional<double> avg_power_w;  // energy_j / seconds; only over kMinPowerWindowS or more
   std::optional<double> power_w_end;  // the driver's power reading at the end
   std::optional<double> power_limit_w;  // the power cap in force at the end
   std::optional<double> power_held_ms, thermal_held_ms;
