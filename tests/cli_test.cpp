@@ -50,6 +50,13 @@ TEST(Cli, UsageErrorsExit2NamingTheFlag) {
   r = run("bench --op moe_reduce_fused --backend cpu --energy-ms 1000");
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("the cuda backend"), std::string::npos) << r.out;
+  r = run("bench --vs-config stagger");  // no value
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("'--vs-config'"), std::string::npos) << r.out;
+  r = run("bench --op moe_reduce_fused --backend cpu --vs-config vec=4");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("--vs-config"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the cuda backend"), std::string::npos) << r.out;
   r = run("compile --options fastest");
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("fastest"), std::string::npos) << r.out;
@@ -103,6 +110,25 @@ TEST(Cli, BenchEnergyPerScope) {
                 line.find("energy unavailable: ") != std::string::npos)
         << line;
   }
+}
+
+// bench --vs-config: the case's lines under the other overrides, timed in
+// the same rounds (NAME@vs, each judged against NAME) and verified; an
+// override the op does not know fails the case naming it.
+TEST(Cli, BenchVsConfig) {
+  TC_REQUIRE_GPU();
+  auto r = run("bench --op moe_reduce_fused --workload tiny --warmup 0 --repeat 3 --config vec=8 --vs-config vec=4");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("    vs-config: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("vec=4"), std::string::npos) << r.out;
+  const size_t at = r.out.find("    main@vs ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+  EXPECT_NE(line.find("x main  ("), std::string::npos) << line;
+  EXPECT_EQ(r.out.find("WRONG RESULT"), std::string::npos) << r.out;
+  r = run("bench --op moe_reduce_fused --workload tiny --warmup 0 --repeat 3 --vs-config no_such_key=1");
+  EXPECT_NE(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("no_such_key"), std::string::npos) << r.out;
 }
 
 TEST(Cli, MissingGpuExits3) {

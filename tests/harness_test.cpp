@@ -285,6 +285,12 @@ TEST(Reports, PerformanceReportComparesScopes) {
   EXPECT_DOUBLE_EQ(scope_vs_ratio(r, r["scopes"][0]), 90.0 / 80.0);
   EXPECT_EQ(scope_vs_ratio(r, r["scopes"][2]), 0) << "cublas_dense failed: no ratio";
   EXPECT_EQ(scope_vs_ratio(r, r["scopes"][1]), 0) << "no vs";
+  // bench --vs-config's lines: the main line's against the record's own.
+  const nlohmann::json main_b{{"name", "main@vs"}, {"vs", "main"}, {"timing", {{"median_us", 97.0}}}};
+  EXPECT_DOUBLE_EQ(scope_vs_ratio(r, main_b), 0.97);
+  EXPECT_TRUE(is_vs_config_scope(main_b));
+  EXPECT_FALSE(is_vs_config_scope(r["scopes"][0]));
+  EXPECT_FALSE(is_vs_config_scope(nlohmann::json{{"name", "@vs"}}));
   md = performance_report(EnvInfo{}, nullptr, {r}, "");  // no ceilings: no shares
   EXPECT_NE(md.find("| | kernel_only | 90.00 | - | 600.0 | - | 1.12x cublas_per_expert |"), std::string::npos) << md;
 }

@@ -44,6 +44,11 @@ int run_main(int argc, char** argv) {
                     "1000, the energy counter's steps), the flushes' own energy taken off; with the power the loop "
                     "drew and how long the power cap held the clock back")
       ->check(CLI::Range(0.0, 600000.0));
+  bench->add_option("--vs-config", o.vs_config,
+                    "A/B in one process: also time each case with these kernel config overrides (KEY=N[,KEY=N...], "
+                    "applied over --config), one call of each line per round beside the first run's, so both see "
+                    "the same clock and power state; its lines are named NAME@vs, print their median over the "
+                    "first run's NAME, and its output is verified against the golden too");
   bench->add_option("--backend", o.backend, "cuda or cpu")->check(CLI::IsMember({"cuda", "cpu"}));
   auto* run = app.add_subcommand("run", "Main job: env, compile, test and bench; writes logs and reports");
   cli::add_filter_flags(run, o);

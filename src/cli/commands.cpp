@@ -179,6 +179,9 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
   TC_CHECK_ARG(o.energy_ms == 0 || backend == DeviceType::kCUDA, "bench", "--energy-ms", "the cuda backend (a GPU)",
                "the cpu backend");
   ctx.energy_ms = o.energy_ms;
+  ctx.vs_config = o.vs_overrides();
+  TC_CHECK_ARG(o.vs_config.empty() || backend == DeviceType::kCUDA, "bench", "--vs-config", "the cuda backend (a GPU)",
+               "the cpu backend");
   std::unique_ptr<harness::L2Flusher> flusher;
   if (backend == DeviceType::kCUDA) {
     if (!ceilings) {
@@ -221,10 +224,15 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
                                         ? fmt::format(", host {:.2f} us/call", r["host_overhead_us"].get<double>())
                                         : "")
                              : "";
-      con.line(fmt::format("{} {} [{}] {} median {:.2f} us (p90 {:.2f}) {:.0f} GB/s{}{}", p.prefix(i),
+      con.line(fmt::format("{} {} [{}] {} median {:.2f} us (p90 {:.2f}) {:.0f} GB/s{}{}{}", p.prefix(i),
                            r["case_id"].get<std::string>(), r["backend"].get<std::string>(), shape_summary(r),
                            t["median_us"].get<double>(), t["p90_us"].get<double>(), r["gbps"].get<double>(), frac,
-                           r["verified"].get<bool>() ? "" : " WRONG RESULT"));
+                           r["verified"].get<bool>() ? "" : " WRONG RESULT",
+                           r.contains("vs_config") && !r["vs_config"].value("verified", false)
+                               ? " WRONG RESULT under --vs-config"
+                               : ""));
+      if (r.contains("vs_config"))
+        con.line(fmt::format("    vs-config: {}", r["vs_config"].value("config", std::string())));
       // The clock was held back while this case was timed: say so next to it.
       if (r.contains("gpu_state") && r["gpu_state"].value("slowed", false))
         con.line("    " + r["gpu_state"].value("summary", std::string()));
@@ -241,7 +249,9 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
           con.line(fmt::format("    {:<22} median {:10.2f} us{}{}  ({})", sc["name"].get<std::string>(),
                                sc["timing"]["median_us"].get<double>(),
                                sc.contains("tflops") ? fmt::format(" {:6.1f} TFLOP/s", sc["tflops"].get<double>()) : "",
-                               vs > 0 ? fmt::format("  {:.2f}x {}", vs, sc["vs"].get<std::string>()) : "",
+                               vs <= 0                          ? std::string()
+                               : harness::is_vs_config_scope(sc) ? fmt::format("  {:.3f}x {}", vs, sc["vs"].get<std::string>())
+                                                                 : fmt::format("  {:.2f}x {}", vs, sc["vs"].get<std::string>()),
                                sc["note"].get<std::string>()));
         }
       if (r.contains("energy"))

@@ -17,13 +17,13 @@ harness::Selection Options::selection() const {
   return s;
 }
 
-harness::RunOptions Options::run_options(bool checked) const {
-  harness::RunOptions r;
-  r.checked = checked && !unchecked;
-  r.compile = jit::CompileOptions::parse(compile_options);
-  // Each --config value is KEY=INTEGER or a comma-separated list of them;
-  // anything after the integer is an error (stoi alone would accept "2,x=1").
-  for (auto& list : config) {
+namespace {
+
+// Each value of `flag` is KEY=INTEGER or a comma-separated list of them;
+// anything after the integer is an error (stoi alone would accept "2,x=1").
+std::map<std::string, int> parse_config(const std::vector<std::string>& lists, const char* flag) {
+  std::map<std::string, int> r;
+  for (auto& list : lists) {
     size_t start = 0;
     while (start <= list.size()) {
       const size_t end = std::min(list.find(',', start), list.size());
@@ -37,14 +37,26 @@ harness::RunOptions Options::run_options(bool checked) const {
         used = 0;
       }
       if (eq == std::string::npos || eq == 0 || used == 0 || used != kv.size() - eq - 1)
-        throw_arg_error(ErrorKind::kInvalidArgument, "options", "--config", "KEY=INTEGER[,KEY=INTEGER...]",
+        throw_arg_error(ErrorKind::kInvalidArgument, "options", flag, "KEY=INTEGER[,KEY=INTEGER...]",
                         "'" + list + "'");
-      r.config[kv.substr(0, eq)] = value;
+      r[kv.substr(0, eq)] = value;
       start = end + 1;
     }
   }
   return r;
 }
+
+}  // namespace
+
+harness::RunOptions Options::run_options(bool checked) const {
+  harness::RunOptions r;
+  r.checked = checked && !unchecked;
+  r.compile = jit::CompileOptions::parse(compile_options);
+  r.config = parse_config(config, "--config");
+  return r;
+}
+
+std::map<std::string, int> Options::vs_overrides() const { return parse_config(vs_config, "--vs-config"); }
 
 harness::TimingSettings Options::timing() const {
   harness::TimingSettings t;

@@ -2,6 +2,7 @@
 // Flags shared by the tilecraft subcommands.
 #include <CLI/CLI.hpp>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@ struct Options {
   std::string arch;     // "" = the device's, or sm_90a without a GPU
   std::string compile_options = "release";
   std::vector<std::string> config;  // key=value kernel overrides
+  std::vector<std::string> vs_config;  // bench: key=value overrides of a second run interleaved with the first
   std::vector<std::string> scopes;  // bench: time only these scopes of each case (empty: all)
   double energy_ms = 0;             // bench: > 0, each scope's energy per call, run alone this long
   int warmup = 10, repeat = 100, trials = 1;
@@ -33,6 +35,7 @@ struct Options {
 
   harness::Selection selection() const;
   harness::RunOptions run_options(bool checked) const;
+  std::map<std::string, int> vs_overrides() const;  // vs_config, parsed as --config is
   harness::TimingSettings timing() const;
 };
 

@@ -114,12 +114,23 @@ double scope_vs_ratio(const nlohmann::json& record, const nlohmann::json& scope)
     return j.contains("timing") ? j["timing"].value("median_us", 0.0) : 0.0;
   };
   const double mine = median(scope);
+  const std::string& other = scope["vs"].get_ref<const std::string&>();
   for (auto& o : record["scopes"])
-    if (o.value("name", "") == scope["vs"].get<std::string>()) {
+    if (o.value("name", "") == other) {
       const double theirs = median(o);
       return mine > 0 && theirs > 0 ? mine / theirs : 0;
     }
+  if (other == "main") {  // the record's own line (bench --scopes and --energy-ms call it so too)
+    const double theirs = median(record);
+    return mine > 0 && theirs > 0 ? mine / theirs : 0;
+  }
   return 0;
+}
+
+bool is_vs_config_scope(const nlohmann::json& scope) {
+  const std::string name = scope.value("name", "");
+  const std::string suffix = kVsConfigSuffix;
+  return name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 std::string performance_report(const EnvInfo& env, const Ceilings* ce, const Records& recs, const std::string& note) {

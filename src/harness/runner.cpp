@@ -10,6 +10,7 @@
 #include "tilecraft/harness/energy.h"
 #include "tilecraft/harness/gpu_state.h"
 #include "tilecraft/harness/random.h"
+#include "tilecraft/harness/report.h"
 #include "tilecraft/jit/embedded_sources.h"
 #include "tilecraft/jit/jit.h"
 #include "tilecraft/parallel.h"
@@ -406,7 +407,26 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
       // the routing it chose), so one call runs first.
       fn(stream.get());
       stream.sync();
-      const std::vector<TimedScope> scopes = selected_scopes(a.bench_scopes(d, dc.in, dc.out, o), ctx.scopes);
+      std::vector<TimedScope> scopes = selected_scopes(a.bench_scopes(d, dc.in, dc.out, o), ctx.scopes);
+      // --vs-config: the same case under other overrides, its lines timed in
+      // the same rounds as these (so both sides share each round's clock and
+      // power state), named NAME@vs and judged against NAME.
+      RunOptions ob = o;
+      for (const auto& [key, value] : ctx.vs_config) ob.config[key] = value;
+      const auto fn_b = [&](CUstream s) { a.run(d, dc.in, dc.out, backend, s, ob); };
+      if (!ctx.vs_config.empty()) {
+        r["vs_config"]["config"] = config_of(c, ob);
+        fn_b(stream.get());
+        stream.sync();
+        std::vector<TimedScope> b = selected_scopes(a.bench_scopes(d, dc.in, dc.out, ob), ctx.scopes);
+        scopes.push_back({std::string(kMainScope) + kVsConfigSuffix, "the main line (" + a.main_scope() + ")",
+                          fn_b, flops, kMainScope});
+        for (TimedScope& sc : b) {
+          sc.vs = sc.name;
+          sc.name += kVsConfigSuffix;
+          scopes.push_back(std::move(sc));
+        }
+      }
       std::vector<std::function<void(CUstream)>> fns{fn};
       for (const TimedScope& sc : scopes) fns.push_back(sc.fn);
       // The clock and power policy's record over the timed rounds (NVML
@@ -457,6 +477,15 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
       fn(stream.get());
       stream.sync();
       got = dc.download();
+      if (!ctx.vs_config.empty()) {  // the other run's output, checked as this one's is below
+        dc.poison();
+        fn_b(stream.get());
+        stream.sync();
+        const std::map<std::string, HostTensor> got_b = dc.download();
+        nlohmann::json cmp_b;
+        r["vs_config"]["verified"] = a.compare(d, *c.op, want.views, views_of(got_b), cmp_b);
+        r["vs_config"]["max_abs_err"] = cmp_b.value("max_abs_err", 0.0);
+      }
       // Trace stamps (bench prints each traced kernel's last launch) are the
       // check's, a main-line call after the timing, unless scopes were
       // picked: then the last name given runs once more, as it was timed
@@ -512,7 +541,8 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
         r["bound_rule"] = fmt::format("intensity {:.3f} flop/B >= ridge {:.1f} flop/B", intensity, ridge);
       }
     }
-    r["status"] = r["verified"].get<bool>() ? "ok" : "wrong result";
+    const bool b_ok = !r.contains("vs_config") || r["vs_config"].value("verified", false);
+    r["status"] = r["verified"].get<bool>() && b_ok ? "ok" : "wrong result";
   } catch (const Error& e) {
     r["status"] = "error";
     r["error"] = e.what();

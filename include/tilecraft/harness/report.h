@@ -19,9 +19,13 @@ void write_csv(const std::string& path, const Records& records);  // nested obje
 
 std::string correctness_report(const EnvInfo& env, const Records& correctness, const std::string& note);
 // A bench record's scope judged against another (its "vs" names one of the
-// record's scopes): its median over that scope's, or 0 when it names none or
-// either median is missing (an error, not timed).
+// record's scopes, or "main": the record's own line): its median over
+// that one's, or 0 when it names none or either median is missing (an error,
+// not timed).
 double scope_vs_ratio(const nlohmann::json& record, const nlohmann::json& scope);
+// The lines bench --vs-config adds are named NAME + kVsConfigSuffix.
+constexpr const char* kVsConfigSuffix = "@vs";
+bool is_vs_config_scope(const nlohmann::json& scope);
 
 std::string performance_report(const EnvInfo& env, const Ceilings* ceilings, const Records& bench,
                                const std::string& note);

@@ -3,6 +3,7 @@
 // for timing. Each run returns one JSON record (the JSONL line).
 #include <deque>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,11 @@ struct BenchContext {
   bool same_size_copy = true;          // also time a copy of the same bytes (GPU)
   std::vector<std::string> scopes;     // time only these of the op's scopes (empty: all); others are an error
   double energy_ms = 0;                // > 0: also each timed scope's energy per call, alone for this long (energy.h)
+  // Non-empty: the case runs a second time with these config overrides (over
+  // RunOptions::config), its main line and scopes timed in the same rounds as
+  // the first run's (named NAME@vs, judged against NAME) and its output
+  // verified too: an A/B that both sides see under one clock and power state.
+  std::map<std::string, int> vs_config;
 };
 // Host time per call of `call` (which enqueues on `stream`), median of
 // batches; `gpu_ms_per_call` (its measured GPU time, 0 = small) shortens the
