@@ -115,6 +115,31 @@ TEST(GpuMoeGroupedGemm, CtaPairs) {
           << w << " persistent=" << persistent << " group_m=" << g;
 }
 
+// Staggered consumer warpgroups (stagger=N: warpgroup 1 starts N k-steps
+// behind warpgroup 0) against the golden: A gathered and by TMA, generic and
+// tensor stores (two-pass tiles lose the held slot), tails, tiles with fewer
+// k-steps than the lag (K = 64), many tiles per CTA from the counter and a
+// static walk.
+TEST(GpuMoeGroupedGemm, StaggeredConsumers) {
+  TC_REQUIRE_GPU();
+  for (int stagger : {1, 2, 3})
+    for (auto [tma, store] : {std::pair{1, -1}, std::pair{2, -1}, std::pair{1, 0}})
+      for (const char* w : {"prefill-bm128", "prefill-kn-tails", "race-layout-small", "nk-tails-bm128",
+                            "contiguous-a", "contiguous-a-kn-tails", "skewed-bm64"}) {
+        if (tma == 2 && std::string(w).rfind("contiguous-a", 0) != 0) continue;  // A by TMA: rows in layout order
+        EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w,
+                                                   {{"sm90", 2}, {"tma", tma}, {"tma_store", store}, {"stagger", stagger}}),
+                  3)
+            << w << " stagger=" << stagger << " tma=" << tma << " tma_store=" << store;
+      }
+  for (int persistent : {2, 1})
+    for (const char* w : {"many-tiles", "many-tiles-contiguous"})
+      EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w,
+                                                 {{"sm90", 2}, {"persistent", persistent}, {"stagger", 3}}),
+                3)
+          << w << " persistent=" << persistent << " stagger=3";
+}
+
 // Split K on the mma.sync kernel: whole and ragged K slices, both layouts,
 // per-expert pointer tables (64 and 512 entries), scalar loads, empty experts.
 TEST(GpuMoeGroupedGemm, SplitK) {

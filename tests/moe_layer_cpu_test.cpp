@@ -396,6 +396,28 @@ TEST(MoeGroupedGemmCpu, CtaPairKernelsCompileWithoutSpills) {
   }
 }
 
+TEST(MoeGroupedGemmCpu, StaggerConfig) {
+  HostTensor a(DType::kBF16, {1024, 256}), w(DType::kBF16, {2, 512, 256}), idx(DType::kI32, {1024}),
+      out(DType::kBF16, {1024, 512}), tiles(DType::kI32, {8});
+  ops::MoeGroupedGemmArgs g = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view());
+  ops::MoeGroupedGemmConfig over;
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).stagger, 0);  // in step by default
+  ops::set_config_key(over, "stagger", 2, "moe_grouped_gemm", "--config");
+  const ops::MoeGroupedGemmConfig c = ops::moe_grouped_gemm_config(g, over, 9);
+  EXPECT_EQ(c.stagger, 2);
+  EXPECT_NE(c.str().find("stagger=2"), std::string::npos) << c.str();
+  over.stagger = 4;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "stagger", "4");
+  over.stagger = 3, over.stages = 3;  // the lag must stay inside the ring
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "stagger", "stages=3");
+  over.stages = 0, over.cluster = 2;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "stagger", "cta-pairs");
+  over.cluster = -1, over.sm90 = 1;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "stagger", "warpgroups=2");
+  over.sm90 = 0;  // the mma.sync kernel
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "stagger", "mma bm=");
+}
+
 TEST(MoeGroupedGemmCpu, CtaPairConfig) {
   HostTensor a(DType::kBF16, {1024, 256}), w(DType::kBF16, {2, 512, 256}), idx(DType::kI32, {1024}),
       out(DType::kBF16, {1024, 512}), tiles(DType::kI32, {8});

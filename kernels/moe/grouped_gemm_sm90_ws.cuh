@@ -89,11 +89,16 @@ __device__ __forceinline__ void bulk_wait_read() {
 __device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
 template <typename T, typename OutT, int BM, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE, bool TMA,
-          bool TMA_A, bool TMA_C, int CLUSTER>
+          bool TMA_A, bool TMA_C, int CLUSTER, int STAGGER = 0>
 struct GroupedGemmSm90Ws {
   static_assert(TMA || !TMA_A, "A by TMA only with the weights by TMA");
   static_assert(CLUSTER == 1 || (CLUSTER == 2 && TMA), "CTA pairs share weights by TMA multicast only");
   static constexpr bool kPair = CLUSTER == 2;
+  // STAGGER > 0: consumer warpgroup 1 starts once warpgroup 0 has issued its
+  // first STAGGER k-steps, and the lag persists (both then share the tensor
+  // pipe at one rate), so each one's epilogue runs under the other's MMAs.
+  // The ring's look-ahead for warpgroup 0 shrinks by the lag.
+  static_assert(STAGGER == 0 || (CLUSTER == 1 && STAGGER < STAGES), "a lag within the ring, one CTA per tile");
   // The fused combine needs the producer's idle warps (A by TMA, one thread
   // issues every copy), tensor stores (their completion is what a row tile
   // publishes) and one CTA per cluster; the host passes comb_sync only then.
@@ -241,7 +246,8 @@ struct GroupedGemmSm90Ws {
   // the tile's last ring slot (store_tile_tma), where it holds both
   // warpgroups' staging.
   static constexpr bool kHoldSlot =
-      TMA_C && Base::WN / Base::kPassCols > 1 && kStageBytes >= 2 * Base::kStagingBytes;
+      TMA_C && Base::WN / Base::kPassCols > 1 && kStageBytes >= 2 * Base::kStagingBytes &&
+      STAGGER == 0;  // (its staging waits for both warpgroups: that would undo a stagger)
   struct Sched {
     long long* ring;
     unsigned long long *tfull, *tempty;
@@ -519,7 +525,17 @@ struct GroupedGemmSm90Ws {
     // wait never stalls the MMAs. pending: that row tile, or -1.
     const bool comb = kCombineOk && p.comb_sync != nullptr, comb_leader = comb && threadIdx.x % 128 == 0;
     int pending = -1;
+    // STAGGER: warpgroup 0 lets warpgroup 1 go (named barrier 5) after its
+    // first STAGGER k-steps, and at the latest before its second unit: its
+    // third would need warpgroup 1's reading of the tile ring's first.
+    bool go_sent = STAGGER == 0 || cw == 1;
+    const auto send_go = [&] {
+      asm volatile("bar.arrive 5, 256;\n" ::: "memory");
+      go_sent = true;
+    };
+    if (STAGGER && cw == 1) asm volatile("bar.sync 5, 256;\n" ::: "memory");
     for (int j = 0;; ++j) {
+      if (STAGGER && !go_sent && j >= 1) send_go();
       const long long u = dynamic ? read_tile(q, j, rank) : first + j * stride;
       if (u >= units) break;
       if (!work_at(p, u, tiles, rank, w)) {
@@ -551,6 +567,7 @@ struct GroupedGemmSm90Ws {
         // count), so the fence has nothing to order.
         if constexpr (!TMA_A) fence_async_shared();
         if (live) Base::compute_stage(ring_at + s * kStageBytes, cw, acc);
+        if (STAGGER && !go_sent && t + 1 >= STAGGER) send_go();
         wgmma_wait<1>();  // the MMAs of k-step g - 1 retired: its slot may be refilled
         if (t > 0 && releaser) release_slot(empty_at + 8 * ((g - 1) % STAGES), rank);
         if (kHoldSlot && held >= 0) release_held();
@@ -574,6 +591,7 @@ struct GroupedGemmSm90Ws {
         Base::store_tile_staged(p, acc, cw, w.tile.row0, w.tile.col0, staging + cw * Base::kStagingBytes, 2 + cw);
     }
     if (kHoldSlot && held >= 0) release_held();  // (no producer waits for it; keeps the counts whole)
+    if (STAGGER && !go_sent) send_go();
     if constexpr (TMA_C) {
       if (threadIdx.x % 128 == 0) bulk_wait();  // the staging stays until the last stores are done
     }
@@ -595,11 +613,11 @@ struct GroupedGemmSm90Ws {
 // 6; 6 - 5 is its last tile. (None while accumulators are live: the
 // consumers are at their register limit.)
 template <typename T, typename OutT, int BM, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE, bool TMA,
-          bool TMA_A, bool TMA_C, int CLUSTER>
+          bool TMA_A, bool TMA_C, int CLUSTER, int STAGGER = 0>
 __global__ void __launch_bounds__(384, 1)
     grouped_gemm_sm90_ws_kernel(const __grid_constant__ typename GroupedGemmLaunchOf<TMA, TABLE ? TABLE : 1>::type L) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  GroupedGemmSm90Ws<T, OutT, BM, BN, STAGES, LAYOUT, DUAL, TABLE, TMA, TMA_A, TMA_C, CLUSTER>::run(L);
+  GroupedGemmSm90Ws<T, OutT, BM, BN, STAGES, LAYOUT, DUAL, TABLE, TMA, TMA_A, TMA_C, CLUSTER, STAGGER>::run(L);
 #endif
 }
 

@@ -157,6 +157,11 @@ struct MoeGroupedGemmConfig {
   // on the H200 the multicast made every measured layer slower than the
   // same pairs without it). A launch parameter.
   int multicast = -1;
+  // Warp-specialised kernel, one CTA per tile: N > 0 = consumer warpgroup 1
+  // starts N k-steps behind warpgroup 0, so each one's epilogue can run under
+  // the other's MMAs (without the held-slot staging, which syncs both);
+  // 0 = both in step (the default). A kernel parameter, for A/B runs.
+  int stagger = 0;
   // Decode combine kernel with schedule_settled: 1 = also hand each slot's
   // first weights to the L2 before the grid wait (within half the L2),
   // 0 = only read the first item's slots there, -1 = choose (0: on the H200
