@@ -140,6 +140,30 @@ TEST(GpuMoeGroupedGemm, StaggeredConsumers) {
           << w << " persistent=" << persistent << " stagger=3";
 }
 
+// lean_a=1 (the producer's gathered A rows as addresses made once per tile,
+// a K tail on the checked path) against the golden: weights by TMA and by
+// cp.async, tails in K, [K, N] and [N, K], 64-row tiles, CTA pairs, many
+// tiles per CTA.
+TEST(GpuMoeGroupedGemm, LeanProducerA) {
+  TC_REQUIRE_GPU();
+  for (int tma : {1, 0})
+    for (const char* w : {"prefill-bm128", "prefill-bm128-kn", "prefill-kn-tails", "kn-stacked", "prefill-nk",
+                          "race-layout-small", "nk-tails-bm128", "nk-rows-unaligned-bm128", "skewed-bm64"})
+      EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w,
+                                                 {{"sm90", 2}, {"tma", tma}, {"lean_a", 1}}),
+                3)
+          << w << " tma=" << tma << " lean_a=1";
+  for (const char* w : {"prefill-kn-tails", "nk-tails-bm128", "skewed-bm64"})
+    EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w,
+                                               {{"sm90", 2}, {"cluster", 2}, {"lean_a", 1}}),
+              3)
+        << w << " cluster=2 lean_a=1";
+  EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, "many-tiles",
+                                             {{"sm90", 2}, {"lean_a", 1}, {"stagger", 2}}),
+            3)
+      << "many-tiles lean_a=1 stagger=2";
+}
+
 // Split K on the mma.sync kernel: whole and ragged K slices, both layouts,
 // per-expert pointer tables (64 and 512 entries), scalar loads, empty experts.
 TEST(GpuMoeGroupedGemm, SplitK) {

@@ -396,6 +396,51 @@ TEST(MoeGroupedGemmCpu, CtaPairKernelsCompileWithoutSpills) {
   }
 }
 
+// lean_a=1 (the producer's gathered A rows as addresses made once per
+// tile) on the forms that gather A: gated and plain, [N, K] and [K, N],
+// weights by TMA and by cp.async, 64- and 128-row tiles, pairs, with a
+// stagger: compiles for sm_90a without spills at the kernel's register split,
+// named as such; errors where A comes by TMA or off the warp-specialised kernel.
+TEST(MoeGroupedGemmCpu, LeanAKernelsCompileWithoutSpills) {
+  HostTensor a(DType::kBF16, {1024, 256}), w(DType::kBF16, {2, 512, 256}), wkn(DType::kBF16, {2, 256, 512}),
+      idx(DType::kI32, {1024}), out(DType::kBF16, {1024, 512});
+  struct Form {
+    bool gated, kn;
+    int block_m, tma, cluster, stagger;
+  };
+  for (const Form f : {Form{true, false, 128, 1, 1, 0}, Form{false, true, 128, 1, 1, 0}, Form{true, true, 64, 0, 1, 0},
+                       Form{false, false, 128, 1, 2, 0}, Form{true, false, 128, 1, 1, 2}}) {
+    HostTensor tiles(DType::kI32, {1024 / f.block_m});
+    ops::MoeGroupedGemmArgs g =
+        gathered_args(a.view(), (f.kn ? wkn : w).view(), out.view(), tiles.view(), idx.view(), f.gated);
+    if (f.kn) g.w.layout = ops::WeightLayout::kKN;
+    if (f.kn && f.gated) g.w_up->layout = ops::WeightLayout::kKN;
+    ops::MoeGroupedGemmConfig over;
+    over.sm90 = 2, over.block_m = f.block_m, over.tma = f.tma, over.cluster = f.cluster, over.stagger = f.stagger;
+    over.lean_a = 1;
+    const auto c = ops::moe_grouped_gemm_config(g, over, 9);
+    SCOPED_TRACE(c.str());
+    EXPECT_NE(c.str().find("lean-a"), std::string::npos);
+    const auto spec = ops::moe_grouped_gemm_kernel_spec(g, c);
+    EXPECT_EQ(spec.template_args.back(), "true");
+    const auto k = jit::compile(spec, {}, "sm_90a");
+    EXPECT_EQ(k->resources.spill_store_bytes, 0);
+    EXPECT_EQ(k->resources.stack_frame_bytes, 0);
+    EXPECT_EQ(k->resources.registers, 168);
+    expect_wgmma_pipelined(*k);
+  }
+  HostTensor tiles(DType::kI32, {8});
+  ops::MoeGroupedGemmArgs g = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view());
+  ops::MoeGroupedGemmConfig over;
+  over.lean_a = 2;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "lean_a", "2");
+  over.lean_a = 1, over.sm90 = 1;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "lean_a", "warpgroups=2");
+  g.a_index.reset();  // rows in layout order: A by TMA (tma=2)
+  over.sm90 = 2, over.tma = 2;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "lean_a", "tma-a+weights");
+}
+
 TEST(MoeGroupedGemmCpu, StaggerConfig) {
   HostTensor a(DType::kBF16, {1024, 256}), w(DType::kBF16, {2, 512, 256}), idx(DType::kI32, {1024}),
       out(DType::kBF16, {1024, 512}), tiles(DType::kI32, {8});
