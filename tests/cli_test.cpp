@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "test_util.h"
+#include "tilecraft/jit/embedded_sources.h"
 
 namespace {
 struct Result {
@@ -56,6 +57,13 @@ TEST(Cli, UsageErrorsExit2NamingTheFlag) {
   r = run("bench --op moe_reduce_fused --backend cpu --vs-config vec=4");
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("--vs-config"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the cuda backend"), std::string::npos) << r.out;
+  r = run("bench --vs-kernels /no/such/kernel/dir");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("'--vs-kernels'"), std::string::npos) << r.out;
+  r = run("bench --op moe_reduce_fused --backend cpu --vs-kernels /tmp");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("--vs-kernels"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("the cuda backend"), std::string::npos) << r.out;
   r = run("compile --options fastest");
   EXPECT_EQ(r.rc, 2) << r.out;
@@ -119,7 +127,7 @@ TEST(Cli, BenchVsConfig) {
   TC_REQUIRE_GPU();
   auto r = run("bench --op moe_reduce_fused --workload tiny --warmup 0 --repeat 3 --config vec=8 --vs-config vec=4");
   EXPECT_EQ(r.rc, 0) << r.out;
-  EXPECT_NE(r.out.find("    vs-config: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("    vs: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("vec=4"), std::string::npos) << r.out;
   const size_t at = r.out.find("    main@vs ");
   ASSERT_NE(at, std::string::npos) << r.out;
@@ -129,6 +137,30 @@ TEST(Cli, BenchVsConfig) {
   r = run("bench --op moe_reduce_fused --workload tiny --warmup 0 --repeat 3 --vs-config no_such_key=1");
   EXPECT_NE(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("no_such_key"), std::string::npos) << r.out;
+}
+
+// bench --vs-kernels: the second run compiles another directory's kernel
+// headers (here a copy of this build's) and is timed and verified beside
+// the first; a directory whose parameter headers differ is refused.
+TEST(Cli, BenchVsKernels) {
+  TC_REQUIRE_GPU();
+  namespace fs = std::filesystem;
+  const std::string same = tilecraft::test::temp_dir("vs_kernels_same"),
+                    params = tilecraft::test::temp_dir("vs_kernels_params");
+  for (const auto& s : tilecraft::jit::embedded_sources())
+    for (const std::string& dir : {same, params}) {
+      const fs::path p = fs::path(dir) / s.path;
+      fs::create_directories(p.parent_path());
+      std::ofstream(p) << s.text << (dir == params && std::string(s.path) == "moe/reduce_fused_params.cuh" ? "\n" : "");
+    }
+  auto r = run("bench --op moe_reduce_fused --workload tiny --warmup 0 --repeat 3 --vs-kernels " + same);
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("    vs: kernels of " + same), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("    main@vs "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("WRONG RESULT"), std::string::npos) << r.out;
+  r = run("bench --op moe_reduce_fused --workload tiny --warmup 0 --repeat 3 --vs-kernels " + params);
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("moe/reduce_fused_params.cuh"), std::string::npos) << r.out;
 }
 
 TEST(Cli, MissingGpuExits3) {

@@ -110,6 +110,43 @@ TEST(JitKey, KernelSourcesFingerprintFollowsTheTexts) {
   EXPECT_EQ(kernel_sources_sha256(), embedded);
 }
 
+// A kernel directory in the compile options (bench --vs-kernels): the key
+// follows that tree's texts without touching the process's headers; an
+// identical copy keys as the embedded headers do; NVRTC compiles that tree
+// (a header made to fail fails only there); parameter headers that differ
+// are named.
+TEST(JitKey, KernelDirInTheOptions) {
+  const std::string base = cache_key(fill_spec(), {}, "sm_90a");
+  CompileOptions same, edited, broken;
+  same.kernel_dir = kernel_tree_with_edit("kernels_opt_same", "");
+  edited.kernel_dir = kernel_tree_with_edit("kernels_opt_edited", "tile/types.cuh");
+  EXPECT_EQ(cache_key(fill_spec(), same, "sm_90a"), base) << "an identical copy";
+  EXPECT_NE(cache_key(fill_spec(), edited, "sm_90a"), base);
+  EXPECT_EQ(cache_key(fill_spec(), {}, "sm_90a"), base) << "the process's headers untouched";
+  EXPECT_EQ(kernel_sources_sha256(same.kernel_dir), kernel_sources_sha256());
+  EXPECT_NE(kernel_sources_sha256(edited.kernel_dir), kernel_sources_sha256());
+  EXPECT_TRUE(params_headers_differing(same.kernel_dir).empty());
+  EXPECT_TRUE(params_headers_differing(edited.kernel_dir).empty()) << "tile/types.cuh is no parameter header";
+  const std::string params_edited = kernel_tree_with_edit("kernels_opt_params", "moe/grouped_gemm_params.cuh");
+  EXPECT_EQ(params_headers_differing(params_edited), std::vector<std::string>{"moe/grouped_gemm_params.cuh"});
+  // NVRTC reads the directory's texts: a copy whose kernel header stops the
+  // build fails there, the embedded tree still builds.
+  broken.kernel_dir = test::temp_dir("kernels_opt_broken");
+  for (const auto& s : embedded_sources()) {
+    fs::path p = fs::path(broken.kernel_dir) / s.path;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << s.text << (std::string(s.path) == "harness/random.cuh" ? "\n#error the other tree\n" : "");
+  }
+  ScopedCacheDir cache("jit_kernel_dir_cache");
+  try {
+    compile(fill_spec(), broken, "sm_90a");
+    ADD_FAILURE() << "compiled a tree whose header has #error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the other tree"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(compile(fill_spec(), {}, "sm_90a"));
+}
+
 TEST(JitOptions, ParseAndErrors) {
   CompileOptions o = CompileOptions::parse("debug,maxrregcount=96,ftz=1,fmad=0");
   EXPECT_EQ(o.set, "debug");
@@ -135,6 +172,13 @@ TEST(JitOptions, ParseAndErrors) {
   EXPECT_EQ(std::find(rf.begin(), rf.end(), "-DTC_TRACE"), rf.end());
   EXPECT_NE(cache_key(fill_spec(), traced, "sm_90a"), cache_key(fill_spec(), CompileOptions{}, "sm_90a"));
   TC_EXPECT_ERROR(CompileOptions::parse("release,trace=2"), ErrorKind::kInvalidArgument, "trace", "'2'");
+  // kernels=DIR: a text form (so parse(str()) holds), no NVRTC flag.
+  const CompileOptions other = CompileOptions::parse("release,kernels=/tmp/k");
+  EXPECT_EQ(other.kernel_dir, "/tmp/k");
+  EXPECT_EQ(other.str(), "release,kernels=/tmp/k");
+  EXPECT_EQ(CompileOptions::parse(other.str()), other);
+  EXPECT_EQ(other.flags(), CompileOptions{}.flags());
+  TC_EXPECT_ERROR(CompileOptions::parse("release,kernels="), ErrorKind::kInvalidArgument, "kernels", "directory");
 }
 
 TEST(JitCompile, ParsesPtxasResourceLines) {

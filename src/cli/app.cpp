@@ -49,6 +49,10 @@ int run_main(int argc, char** argv) {
                     "applied over --config), one call of each line per round beside the first run's, so both see "
                     "the same clock and power state; its lines are named NAME@vs, print their median over the "
                     "first run's NAME, and its output is verified against the golden too");
+  bench->add_option("--vs-kernels", o.vs_kernels,
+                    "A/B of kernel code in one process: that second run (with or without --vs-config) compiles the "
+                    "kernel headers of this directory (e.g. .ab_kernels/REV from scripts/kernel_ab.sh); its "
+                    "parameter headers (*params.cuh) must equal this build's");
   bench->add_option("--backend", o.backend, "cuda or cpu")->check(CLI::IsMember({"cuda", "cpu"}));
   auto* run = app.add_subcommand("run", "Main job: env, compile, test and bench; writes logs and reports");
   cli::add_filter_flags(run, o);

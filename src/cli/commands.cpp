@@ -11,6 +11,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "tilecraft/error.h"
 #include "tilecraft/harness/ceilings.h"
@@ -182,6 +183,17 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
   ctx.vs_config = o.vs_overrides();
   TC_CHECK_ARG(o.vs_config.empty() || backend == DeviceType::kCUDA, "bench", "--vs-config", "the cuda backend (a GPU)",
                "the cpu backend");
+  if (!o.vs_kernels.empty()) {
+    TC_CHECK_ARG(backend == DeviceType::kCUDA, "bench", "--vs-kernels", "the cuda backend (a GPU)", "the cpu backend");
+    TC_CHECK_ARG(std::filesystem::is_directory(o.vs_kernels), "bench", "--vs-kernels",
+                 "a directory of kernel headers (*.cuh)", "'" + o.vs_kernels + "'");
+    const std::vector<std::string> differ = jit::params_headers_differing(o.vs_kernels);
+    TC_CHECK_ARG(differ.empty(), "bench", "--vs-kernels",
+                 "kernel headers whose parameter headers equal this build's (compare other layouts by a config key, "
+                 "or in separate processes)",
+                 fmt::format("'{}', whose {} differ", o.vs_kernels, fmt::join(differ, ", ")));
+    ctx.vs_kernel_dir = o.vs_kernels;
+  }
   std::unique_ptr<harness::L2Flusher> flusher;
   if (backend == DeviceType::kCUDA) {
     if (!ceilings) {
@@ -229,10 +241,17 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
                            t["median_us"].get<double>(), t["p90_us"].get<double>(), r["gbps"].get<double>(), frac,
                            r["verified"].get<bool>() ? "" : " WRONG RESULT",
                            r.contains("vs_config") && !r["vs_config"].value("verified", false)
-                               ? " WRONG RESULT under --vs-config"
+                               ? " WRONG RESULT in the vs run"
                                : ""));
-      if (r.contains("vs_config"))
-        con.line(fmt::format("    vs-config: {}", r["vs_config"].value("config", std::string())));
+      if (r.contains("vs_config")) {  // what the @vs lines ran
+        const nlohmann::json& v = r["vs_config"];
+        con.line(fmt::format("    vs: {}{}",
+                             v.contains("kernel_dir")
+                                 ? fmt::format("kernels of {} ({}), ", v["kernel_dir"].get<std::string>(),
+                                               v.value("kernel_sources_sha256", std::string()).substr(0, 16))
+                                 : std::string(),
+                             v.value("config", std::string())));
+      }
       // The clock was held back while this case was timed: say so next to it.
       if (r.contains("gpu_state") && r["gpu_state"].value("slowed", false))
         con.line("    " + r["gpu_state"].value("summary", std::string()));

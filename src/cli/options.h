@@ -22,6 +22,7 @@ struct Options {
   std::string compile_options = "release";
   std::vector<std::string> config;  // key=value kernel overrides
   std::vector<std::string> vs_config;  // bench: key=value overrides of a second run interleaved with the first
+  std::string vs_kernels;              // bench: that second run's kernel headers, from this directory
   std::vector<std::string> scopes;  // bench: time only these scopes of each case (empty: all)
   double energy_ms = 0;             // bench: > 0, each scope's energy per call, run alone this long
   int warmup = 10, repeat = 100, trials = 1;

@@ -413,9 +413,14 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
       // power state), named NAME@vs and judged against NAME.
       RunOptions ob = o;
       for (const auto& [key, value] : ctx.vs_config) ob.config[key] = value;
+      if (!ctx.vs_kernel_dir.empty()) ob.compile.kernel_dir = ctx.vs_kernel_dir;
       const auto fn_b = [&](CUstream s) { a.run(d, dc.in, dc.out, backend, s, ob); };
-      if (!ctx.vs_config.empty()) {
+      if (ctx.has_vs()) {
         r["vs_config"]["config"] = config_of(c, ob);
+        if (!ctx.vs_kernel_dir.empty()) {
+          r["vs_config"]["kernel_dir"] = ctx.vs_kernel_dir;
+          r["vs_config"]["kernel_sources_sha256"] = jit::kernel_sources_sha256(ctx.vs_kernel_dir);
+        }
         fn_b(stream.get());
         stream.sync();
         std::vector<TimedScope> b = selected_scopes(a.bench_scopes(d, dc.in, dc.out, ob), ctx.scopes);
@@ -477,7 +482,7 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
       fn(stream.get());
       stream.sync();
       got = dc.download();
-      if (!ctx.vs_config.empty()) {  // the other run's output, checked as this one's is below
+      if (ctx.has_vs()) {  // the other run's output, checked as this one's is below
         dc.poison();
         fn_b(stream.get());
         stream.sync();

@@ -2,7 +2,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -55,6 +57,18 @@ const std::vector<EmbeddedSource>& kernel_sources() {
   return active_dir() ? active_dir()->list : embedded_sources();
 }
 
+const std::vector<EmbeddedSource>& kernel_sources(const std::string& dir) {
+  if (dir.empty()) return kernel_sources();
+  // Read once and kept for the process: compiled kernels' header hashes are
+  // memoized by text address.
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<DirSources>> dirs;
+  std::lock_guard<std::mutex> lock(mu);
+  std::unique_ptr<DirSources>& d = dirs[dir];
+  if (!d) d = read_dir(dir);
+  return d->list;
+}
+
 void set_kernel_dir(const std::string& dir) {
   kernel_sources();  // apply the environment first, so this call wins
   // Retired texts stay alive: header hashes are memoized by text address, and
@@ -64,9 +78,11 @@ void set_kernel_dir(const std::string& dir) {
   active_dir() = dir.empty() ? nullptr : read_dir(dir);
 }
 
-std::string kernel_sources_sha256() {
+std::string kernel_sources_sha256() { return kernel_sources_sha256(""); }
+
+std::string kernel_sources_sha256(const std::string& dir) {
   std::vector<const EmbeddedSource*> in_order;
-  for (const auto& s : kernel_sources()) in_order.push_back(&s);
+  for (const auto& s : kernel_sources(dir)) in_order.push_back(&s);
   std::sort(in_order.begin(), in_order.end(),
             [](const EmbeddedSource* a, const EmbeddedSource* b) { return std::string_view(a->path) < b->path; });
   Sha256 h;
@@ -74,8 +90,26 @@ std::string kernel_sources_sha256() {
   return h.hex();
 }
 
-const EmbeddedSource* find_embedded(std::string_view path) {
+std::vector<std::string> params_headers_differing(const std::string& dir) {
+  const auto is_params = [](std::string_view p) {
+    constexpr std::string_view kEnd = "params.cuh";
+    return p.size() >= kEnd.size() && p.substr(p.size() - kEnd.size()) == kEnd;
+  };
+  std::set<std::string> out;
   for (const auto& s : kernel_sources())
+    if (is_params(s.path)) {
+      const EmbeddedSource* other = find_embedded(s.path, dir);
+      if (!other || std::string_view(other->text) != s.text) out.insert(s.path);
+    }
+  for (const auto& s : kernel_sources(dir))
+    if (is_params(s.path) && !find_embedded(s.path)) out.insert(s.path);
+  return {out.begin(), out.end()};
+}
+
+const EmbeddedSource* find_embedded(std::string_view path) { return find_embedded(path, ""); }
+
+const EmbeddedSource* find_embedded(std::string_view path, const std::string& dir) {
+  for (const auto& s : kernel_sources(dir))
     if (path == s.path) return &s;
   return nullptr;
 }
@@ -98,8 +132,10 @@ std::vector<std::string> quoted_includes(std::string_view text) {
 }
 }  // namespace
 
-std::vector<const EmbeddedSource*> include_closure(std::string_view path) {
-  const EmbeddedSource* root = find_embedded(path);
+std::vector<const EmbeddedSource*> include_closure(std::string_view path) { return include_closure(path, ""); }
+
+std::vector<const EmbeddedSource*> include_closure(std::string_view path, const std::string& dir) {
+  const EmbeddedSource* root = find_embedded(path, dir);
   if (!root) throw Error(ErrorKind::kInternal, fmt::format("jit: no embedded kernel header '{}'", path));
   std::set<std::string> seen{root->path};
   std::vector<const EmbeddedSource*> todo{root}, rest;
@@ -108,7 +144,7 @@ std::vector<const EmbeddedSource*> include_closure(std::string_view path) {
     todo.pop_back();
     for (const std::string& inc : quoted_includes(s->text)) {
       if (seen.count(inc)) continue;
-      const EmbeddedSource* dep = find_embedded(inc);
+      const EmbeddedSource* dep = find_embedded(inc, dir);
       if (!dep)
         throw Error(ErrorKind::kInternal,
                     fmt::format("jit: kernel header '{}' includes '{}', which is not embedded", s->path, inc));

@@ -69,16 +69,17 @@ std::string memo_string(const KernelSpec& spec, const CompileOptions& options, c
 }
 
 // Hash of the contents of every embedded header `path` includes, computed once.
-std::string headers_hash(const std::string& path) {
+std::string headers_hash(const std::string& path, const std::string& dir) {
   State& s = state();
   // Keyed by the text's address too: switching the kernel directory changes it.
-  const std::string memo = path + "@" + fmt::format("{}", static_cast<const void*>(find_embedded(path) ? find_embedded(path)->text : nullptr));
+  const EmbeddedSource* root = find_embedded(path, dir);
+  const std::string memo = path + "@" + fmt::format("{}", static_cast<const void*>(root ? root->text : nullptr));
   {
     std::lock_guard<std::mutex> lock(s.mu);
     if (auto it = s.header_hash.find(memo); it != s.header_hash.end()) return it->second;
   }
   Sha256 h;
-  for (const EmbeddedSource* src : include_closure(path)) h.field(src->path).field(src->text);
+  for (const EmbeddedSource* src : include_closure(path, dir)) h.field(src->path).field(src->text);
   std::string hex = h.hex();
   std::lock_guard<std::mutex> lock(s.mu);
   s.header_hash[memo] = hex;
@@ -118,7 +119,7 @@ std::string cache_key(const KernelSpec& spec, const CompileOptions& options, con
   h.field("tilecraft-jit-key-v1").field(TILECRAFT_VERSION).field(nvrtc_version());
   h.field(spec.function).field(std::to_string(spec.template_args.size()));
   for (auto& a : spec.template_args) h.field(a);
-  h.field(spec.generated_source()).field(headers_hash(spec.header));
+  h.field(spec.generated_source()).field(headers_hash(spec.header, options.kernel_dir));
   for (auto& f : options.flags()) h.field(f);
   h.field(arch);
   return h.hex();

@@ -137,7 +137,7 @@ CompileOutput nvrtc_compile(const KernelSpec& spec, const CompileOptions& option
   auto t0 = std::chrono::steady_clock::now();
 
   std::vector<const char*> header_texts, header_names;
-  for (const auto& s : kernel_sources()) {
+  for (const auto& s : kernel_sources(options.kernel_dir)) {
     header_texts.push_back(s.text);
     header_names.push_back(s.path);
   }

@@ -46,9 +46,14 @@ CompileOptions CompileOptions::parse(const std::string& text) {
     else if (key == "prec-sqrt") o.prec_sqrt = parse_bool(key, val);
     else if (key == "fmad") o.fmad = parse_bool(key, val);
     else if (key == "trace") o.trace = parse_bool(key, val);
-    else
+    else if (key == "kernels") {
+      if (val.empty())
+        throw_arg_error(ErrorKind::kInvalidArgument, "compile options", key, "a directory of kernel headers", "''");
+      o.kernel_dir = val;
+    } else
       throw_arg_error(ErrorKind::kInvalidArgument, "compile options", key,
-                      "one of maxrregcount, fast-math, ftz, prec-div, prec-sqrt, fmad, trace", "'" + key + "'");
+                      "one of maxrregcount, fast-math, ftz, prec-div, prec-sqrt, fmad, trace, kernels",
+                      "'" + key + "'");
   }
   return o;
 }
@@ -80,6 +85,7 @@ std::string CompileOptions::str() const {
   add("prec-sqrt", prec_sqrt);
   add("fmad", fmad);
   if (trace) s += ",trace";
+  if (!kernel_dir.empty()) s += ",kernels=" + kernel_dir;
   return s;
 }
 

@@ -44,6 +44,10 @@ struct BenchContext {
   // the first run's (named NAME@vs, judged against NAME) and its output
   // verified too: an A/B that both sides see under one clock and power state.
   std::map<std::string, int> vs_config;
+  // Non-empty: that second run compiles its kernels from this directory's
+  // headers (jit::CompileOptions::kernel_dir), with or without vs_config.
+  std::string vs_kernel_dir;
+  bool has_vs() const { return !vs_config.empty() || !vs_kernel_dir.empty(); }
 };
 // Host time per call of `call` (which enqueues on `stream`), median of
 // batches; `gpu_ms_per_call` (its measured GPU time, 0 = small) shortens the

@@ -18,6 +18,10 @@ const std::vector<EmbeddedSource>& embedded_manifest();  // manifest/*.yaml
 // *.cuh files read from it, so kernels can be edited without a rebuild. The
 // cache key hashes whichever text is in use.
 const std::vector<EmbeddedSource>& kernel_sources();
+// The *.cuh files read from `dir` (read once per process and kept), or
+// kernel_sources() for "". What CompileOptions::kernel_dir compiles: one
+// process can hold kernels of two trees (bench --vs-kernels).
+const std::vector<EmbeddedSource>& kernel_sources(const std::string& dir);
 // Switches to the headers in `dir` ("" = back to the embedded ones). Not for
 // use while other threads compile.
 void set_kernel_dir(const std::string& dir);
@@ -27,11 +31,20 @@ void set_kernel_dir(const std::string& dir);
 // compiled, where a build's git commit cannot (an edited tree, a kernel
 // directory); scripts/kernel_sources_hash.py computes it for a git revision.
 std::string kernel_sources_sha256();
+std::string kernel_sources_sha256(const std::string& dir);  // of kernel_sources(dir)
+
+// The parameter headers (paths ending in "params.cuh": the structs the host
+// fills and passes to kernels) whose text in kernel_sources(dir) differs from
+// kernel_sources()'s, or that only one side has. Kernels of such a tree must
+// not run in this binary: it would pass them structs of another layout.
+std::vector<std::string> params_headers_differing(const std::string& dir);
 
 // nullptr when no kernel header has that path.
 const EmbeddedSource* find_embedded(std::string_view path);
+const EmbeddedSource* find_embedded(std::string_view path, const std::string& dir);  // in kernel_sources(dir)
 // The embedded headers `path` includes, directly or not, itself first; sorted
 // after the first entry so the list is stable. Throws if `path` is unknown.
 std::vector<const EmbeddedSource*> include_closure(std::string_view path);
+std::vector<const EmbeddedSource*> include_closure(std::string_view path, const std::string& dir);
 
 }  // namespace tilecraft::jit

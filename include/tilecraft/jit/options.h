@@ -18,6 +18,10 @@ struct CompileOptions {
   // Per-CTA phase stamps (kernels/tile/trace.cuh; -DTC_TRACE): kernels with
   // stamps record them, jit::take_traces reads them. Off: the same binaries.
   bool trace = false;
+  // "" = the process's kernel headers (embedded, or TILECRAFT_KERNEL_DIR's);
+  // else the *.cuh read from this directory (text form ",kernels=DIR"): the
+  // other side of bench --vs-kernels. Not an NVRTC flag: it keys the caches.
+  std::string kernel_dir;
 
   // Parses "release", "profile", "debug" optionally followed by knobs:
   // "release,maxrregcount=128,fast-math,ftz=1,trace". Throws naming the bad part.
