@@ -5,6 +5,8 @@
 # docs/perf/fused_moe.md).
 #   here:      scripts/kernel_ab.sh REV [REV...]   writes .ab_kernels/<short rev>/ (kernels/ of each REV;
 #                                                  git-ignored), replacing what was there
+#   one process (preferred at a power cap: both sides share each round's clock):
+#              tilecraft bench --op fused_moe --workload W --vs-kernels .ab_kernels/<short rev>
 #   device:    run(..., carry=[".ab_kernels"]) then
 #              scripts/device_check.sh build ab:fused_moe:qwen3-30b-a3b-T1 ...
 #              (AB_ROUNDS rounds of this tree then each REV in order; BENCH_FLAGS as for bench steps)
