@@ -221,7 +221,9 @@ std::string performance_report(const EnvInfo& env, const Ceilings* ce, const Rec
         if (sc.contains("vs") && !sc.contains("error")) {
           const std::string other = sc["vs"].get<std::string>();
           const double ratio = scope_vs_ratio(r, sc);
-          vs = ratio > 0 ? fmt::format("{:.2f}x {}", ratio, other) : "- (" + other + " not timed)";
+          vs = ratio <= 0                 ? "- (" + other + " not timed)"
+               : is_vs_config_scope(sc) ? fmt::format("{:.3f}x {}", ratio, other)  // an A/B in one process
+                                        : fmt::format("{:.2f}x {}", ratio, other);
         }
         s += fmt::format("| | {} | {} | {} | {} | {} | {} | {} |\n", sc.value("name", "?"), num(st, "median_us"),
                          num(st, "p90_us"), num(sc, "tflops", "{:.1f}"), of_gemm(sc), vs,
