@@ -139,6 +139,31 @@ TEST(Cli, BenchVsConfig) {
   EXPECT_NE(r.out.find("no_such_key"), std::string::npos) << r.out;
 }
 
+// --options kernels=DIR: another tree's kernel headers, compiled (here a
+// copy of this build's); refused where the directory is missing or its
+// parameter headers differ from this build's.
+TEST(Cli, CompileOptionsKernelDir) {
+  namespace fs = std::filesystem;
+  const std::string same = tilecraft::test::temp_dir("opt_kernels_same"),
+                    params = tilecraft::test::temp_dir("opt_kernels_params");
+  for (const auto& s : tilecraft::jit::embedded_sources())
+    for (const std::string& dir : {same, params}) {
+      const fs::path p = fs::path(dir) / s.path;
+      fs::create_directories(p.parent_path());
+      std::ofstream(p) << s.text << (dir == params && std::string(s.path) == "moe/reduce_fused_params.cuh" ? "\n" : "");
+    }
+  const std::string cache = "TILECRAFT_CACHE_DIR=" + tilecraft::test::temp_dir("opt_kernels_cache");
+  auto r = run("compile --op moe_reduce_fused --workload tiny --options release,kernels=" + same, cache);
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("(0 errors)"), std::string::npos) << r.out;
+  r = run("compile --op moe_reduce_fused --workload tiny --options release,kernels=/no/such/kernel/dir", cache);
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("'--options'"), std::string::npos) << r.out;
+  r = run("compile --op moe_reduce_fused --workload tiny --options release,kernels=" + params, cache);
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("moe/reduce_fused_params.cuh"), std::string::npos) << r.out;
+}
+
 // bench --vs-kernels: the second run compiles another directory's kernel
 // headers (here a copy of this build's) and is timed and verified beside
 // the first; a directory whose parameter headers differ is refused.

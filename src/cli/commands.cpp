@@ -11,7 +11,6 @@
 #include <thread>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "tilecraft/error.h"
 #include "tilecraft/harness/ceilings.h"
@@ -185,13 +184,7 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
                "the cpu backend");
   if (!o.vs_kernels.empty()) {
     TC_CHECK_ARG(backend == DeviceType::kCUDA, "bench", "--vs-kernels", "the cuda backend (a GPU)", "the cpu backend");
-    TC_CHECK_ARG(std::filesystem::is_directory(o.vs_kernels), "bench", "--vs-kernels",
-                 "a directory of kernel headers (*.cuh)", "'" + o.vs_kernels + "'");
-    const std::vector<std::string> differ = jit::params_headers_differing(o.vs_kernels);
-    TC_CHECK_ARG(differ.empty(), "bench", "--vs-kernels",
-                 "kernel headers whose parameter headers equal this build's (compare other layouts by a config key, "
-                 "or in separate processes)",
-                 fmt::format("'{}', whose {} differ", o.vs_kernels, fmt::join(differ, ", ")));
+    check_kernel_dir(o.vs_kernels, "bench", "--vs-kernels");
     ctx.vs_kernel_dir = o.vs_kernels;
   }
   std::unique_ptr<harness::L2Flusher> flusher;

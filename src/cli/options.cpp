@@ -1,8 +1,13 @@
 #include "options.h"
 
 #include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "tilecraft/error.h"
+#include "tilecraft/jit/embedded_sources.h"
 
 namespace tilecraft::cli {
 
@@ -48,10 +53,20 @@ std::map<std::string, int> parse_config(const std::vector<std::string>& lists, c
 
 }  // namespace
 
+void check_kernel_dir(const std::string& dir, const char* op, const char* flag) {
+  TC_CHECK_ARG(std::filesystem::is_directory(dir), op, flag, "a directory of kernel headers (*.cuh)", "'" + dir + "'");
+  const std::vector<std::string> differ = jit::params_headers_differing(dir);
+  TC_CHECK_ARG(differ.empty(), op, flag,
+               "kernel headers whose parameter headers (*params.cuh) equal this build's (compare other layouts by "
+               "a config key, or in separate processes)",
+               fmt::format("'{}', whose {} differ", dir, fmt::join(differ, ", ")));
+}
+
 harness::RunOptions Options::run_options(bool checked) const {
   harness::RunOptions r;
   r.checked = checked && !unchecked;
   r.compile = jit::CompileOptions::parse(compile_options);
+  if (!r.compile.kernel_dir.empty()) check_kernel_dir(r.compile.kernel_dir, "options", "--options");
   r.config = parse_config(config, "--config");
   return r;
 }
@@ -87,8 +102,9 @@ void add_filter_flags(CLI::App* app, Options& o) {
 void add_compile_flags(CLI::App* app, Options& o) {
   app->add_option("--options", o.compile_options,
                   "Compile option set: release|profile|debug[,maxrregcount=N,fast-math,ftz=0|1,prec-div=0|1,"
-                  "prec-sqrt=0|1,fmad=0|1,trace] (trace: per-CTA phase stamps of the kernels that have them, "
-                  "printed by bench after each case)");
+                  "prec-sqrt=0|1,fmad=0|1,trace,kernels=DIR] (trace: per-CTA phase stamps of the kernels that have "
+                  "them, printed by bench after each case; kernels: compile the kernel headers of DIR, whose "
+                  "parameter headers must equal this build's)");
   app->add_option("--config", o.config, "Kernel config override KEY=N (moe_reduce_fused: vec, items, block)");
 }
 

@@ -40,6 +40,11 @@ struct Options {
   harness::TimingSettings timing() const;
 };
 
+// Another tree's kernel headers (--options kernels=DIR, bench --vs-kernels):
+// a directory whose parameter headers equal this build's, else an error
+// naming `flag`: the binary would pass its kernels structs of another layout.
+void check_kernel_dir(const std::string& dir, const char* op, const char* flag);
+
 void add_manifest_flags(CLI::App* app, Options& o);
 void add_filter_flags(CLI::App* app, Options& o);
 void add_compile_flags(CLI::App* app, Options& o);
