@@ -89,7 +89,7 @@ __device__ __forceinline__ void bulk_wait_read() {
 __device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
 template <typename T, typename OutT, int BM, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE, bool TMA,
-          bool TMA_A, bool TMA_C, int CLUSTER, int STAGGER = 0, bool LEAN_A = false>
+          bool TMA_A, bool TMA_C, int CLUSTER, int STAGGER = 0, bool LEAN_A = false, bool LEAN_DESC = false>
 struct GroupedGemmSm90Ws {
   static_assert(TMA || !TMA_A, "A by TMA only with the weights by TMA");
   static_assert(CLUSTER == 1 || (CLUSTER == 2 && TMA), "CTA pairs share weights by TMA multicast only");
@@ -106,6 +106,12 @@ struct GroupedGemmSm90Ws {
   // row offset and the base (about 12 instructions per chunk, session 34's
   // SASS), and the producer issues twice the consumers' instructions.
   static_assert(!LEAN_A || !TMA_A, "LEAN_A is the cp.async gather of A");
+  // LEAN_DESC: the consumers make their MMA descriptors of stage 0 once,
+  // broadcast (uniform), and each k-step's by adds
+  // (Base::compute_stage_from). Without it each k-step rebuilds them from
+  // the ring's address, which the compiler re-derives from the CTA's
+  // cluster id and the shared window every k-step (session 34's SASS: ~60
+  // instructions per consumer warp per k-step around its 4 MMAs).
   // The fused combine needs the producer's idle warps (A by TMA, one thread
   // issues every copy), tensor stores (their completion is what a row tile
   // publishes) and one CTA per cluster; the host passes comb_sync only then.
@@ -532,6 +538,13 @@ struct GroupedGemmSm90Ws {
     const unsigned ring_at = (smem_addr(smem_raw) + 1023u) & ~1023u;
     const unsigned full_at = ring_at + unsigned(reinterpret_cast<char*>(full) - smem), empty_at = full_at + 8 * STAGES;
     const bool releaser = threadIdx.x % 32 == 0;  // one arrival per consumer warp
+    // LEAN_DESC: this warpgroup's stage-0 descriptors, broadcast from lane 0
+    // so the compiler keeps them uniform instead of re-deriving them.
+    unsigned long long a0 = 0, b0 = 0;
+    if constexpr (LEAN_DESC) {
+      a0 = __shfl_sync(0xffffffffu, Base::stage0_a_desc(ring_at, cw), 0);
+      b0 = __shfl_sync(0xffffffffu, Base::stage0_b_desc(ring_at, cw), 0);
+    }
     // kHoldSlot: a tile's last slot stays unreleased through its epilogue
     // (odd passes stage in it) and is released after the next k-step's MMAs
     // are issued, once this warpgroup's stores have read it; the producer
@@ -585,13 +598,21 @@ struct GroupedGemmSm90Ws {
       const bool live = mine && (BM != 128 || !p.tile_fill || p.tile_fill[w.tile.row0 + 64 * cw] >= 0);
       for (int t = 0; t < kt; ++t, ++g) {
         const unsigned s = g % STAGES;
+        // LEAN_DESC: the stage's offset broadcast (the compiler then adds the
+        // descriptors in uniform registers), before the wait: off its path.
+        unsigned soff = 0;
+        if constexpr (LEAN_DESC) soff = __shfl_sync(0xffffffffu, s * unsigned(kStageBytes >> 4), 0);
         mbar_wait(full_at + 8 * s, (g / STAGES) & 1u);
         // The generic-proxy cp.async writes, seen through the barrier, before
         // wgmma reads them. With A by TMA every write into a stage is a
         // tensor copy (async proxy, published by the barrier's transaction
         // count), so the fence has nothing to order.
         if constexpr (!TMA_A) fence_async_shared();
-        if (live) Base::compute_stage(ring_at + s * kStageBytes, cw, acc);
+        if constexpr (LEAN_DESC) {
+          if (live) Base::compute_stage_from(a0, b0, soff, acc);
+        } else if (live) {
+          Base::compute_stage(ring_at + s * kStageBytes, cw, acc);
+        }
         if (STAGGER && !go_sent && t + 1 >= STAGGER) send_go();
         wgmma_wait<1>();  // the MMAs of k-step g - 1 retired: its slot may be refilled
         if (t > 0 && releaser) release_slot(empty_at + 8 * ((g - 1) % STAGES), rank);
@@ -638,11 +659,12 @@ struct GroupedGemmSm90Ws {
 // 6; 6 - 5 is its last tile. (None while accumulators are live: the
 // consumers are at their register limit.)
 template <typename T, typename OutT, int BM, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE, bool TMA,
-          bool TMA_A, bool TMA_C, int CLUSTER, int STAGGER = 0, bool LEAN_A = false>
+          bool TMA_A, bool TMA_C, int CLUSTER, int STAGGER = 0, bool LEAN_A = false, bool LEAN_DESC = false>
 __global__ void __launch_bounds__(384, 1)
     grouped_gemm_sm90_ws_kernel(const __grid_constant__ typename GroupedGemmLaunchOf<TMA, TABLE ? TABLE : 1>::type L) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  GroupedGemmSm90Ws<T, OutT, BM, BN, STAGES, LAYOUT, DUAL, TABLE, TMA, TMA_A, TMA_C, CLUSTER, STAGGER, LEAN_A>::run(L);
+  GroupedGemmSm90Ws<T, OutT, BM, BN, STAGES, LAYOUT, DUAL, TABLE, TMA, TMA_A, TMA_C, CLUSTER, STAGGER, LEAN_A,
+                    LEAN_DESC>::run(L);
 #endif
 }
 
