@@ -553,7 +553,12 @@ struct GroupedGemmSm90Ws {
     const auto release_held = [&] {
       if (threadIdx.x % 128 == 0) bulk_wait_read();
       Base::named_sync(2 + cw);
-      if (releaser) release_slot(smem_addr(empty + held), rank);
+      if (releaser) {
+        // (LEAN_DESC: from the precomputed address; else the pointer's, as
+        // the default kernels have always done)
+        if constexpr (LEAN_DESC) release_slot(empty_at + 8 * unsigned(held), rank);
+        else release_slot(smem_addr(empty + held), rank);
+      }
       held = -1;
     };
     const bool tracer = kTraceOn && threadIdx.x % 128 == 0;  // thread 0 of each consumer warpgroup
