@@ -178,6 +178,17 @@ void expect_wgmma_pipelined(const jit::CompiledKernel& k) {
   EXPECT_NE(k.log.find(" registers"), std::string::npos) << "no ptxas log";
   EXPECT_EQ(k.log.find("C7520"), std::string::npos) << k.log;
 }
+
+// A warp-specialised kernel compiled for sm_90a at the register split its
+// setmaxnreg assumes (168 at launch), without spills or a stack, its wgmma
+// groups pipelined.
+void expect_ws_kernel_clean(const jit::KernelSpec& spec) {
+  const auto k = jit::compile(spec, {}, "sm_90a");
+  EXPECT_EQ(k->resources.spill_store_bytes, 0);
+  EXPECT_EQ(k->resources.stack_frame_bytes, 0);
+  EXPECT_EQ(k->resources.registers, 168);
+  expect_wgmma_pipelined(*k);
+}
 }  // namespace
 
 TEST(MoeGroupedGemmCpu, ArgumentErrorsNameTheArgument) {
@@ -348,13 +359,9 @@ TEST(MoeGroupedGemmCpu, WarpSpecialisedKernelsCompileWithoutSpills) {
         SCOPED_TRACE(c.str() + (gated ? " gated " : " plain ") + dtype_name(out_t));
         EXPECT_EQ(c.tma_store, store);
         EXPECT_GE(c.stages, 3);
-        const auto k = jit::compile(ops::moe_grouped_gemm_kernel_spec(g, c), {}, "sm_90a");
-        EXPECT_EQ(k->resources.spill_store_bytes, 0);
-        EXPECT_EQ(k->resources.stack_frame_bytes, 0);
-        // 384 threads x 168 at launch: what setmaxnreg's split (producer 56,
-        // consumers 224) is balanced against.
-        EXPECT_EQ(k->resources.registers, 168);
-        expect_wgmma_pipelined(*k);
+        // (384 threads x 168 at launch: what setmaxnreg's split, producer 56
+        // and consumers 224, is balanced against)
+        expect_ws_kernel_clean(ops::moe_grouped_gemm_kernel_spec(g, c));
       }
   }
 }
@@ -388,11 +395,7 @@ TEST(MoeGroupedGemmCpu, CtaPairKernelsCompileWithoutSpills) {
     EXPECT_NE(c.str().find("cta-pairs"), std::string::npos);
     const auto spec = ops::moe_grouped_gemm_kernel_spec(g, c);
     EXPECT_EQ(spec.template_args.back(), "2");
-    const auto k = jit::compile(spec, {}, "sm_90a");
-    EXPECT_EQ(k->resources.spill_store_bytes, 0);
-    EXPECT_EQ(k->resources.stack_frame_bytes, 0);
-    EXPECT_EQ(k->resources.registers, 168);
-    expect_wgmma_pipelined(*k);
+    expect_ws_kernel_clean(spec);
   }
 }
 
@@ -429,11 +432,7 @@ TEST(MoeGroupedGemmCpu, LeanAKernelsCompileWithoutSpills) {
     EXPECT_EQ(c.str().find("lean-desc") != std::string::npos, f.lean_desc == 1);
     const auto spec = ops::moe_grouped_gemm_kernel_spec(g, c);
     EXPECT_EQ(spec.template_args.back(), "true");
-    const auto k = jit::compile(spec, {}, "sm_90a");
-    EXPECT_EQ(k->resources.spill_store_bytes, 0);
-    EXPECT_EQ(k->resources.stack_frame_bytes, 0);
-    EXPECT_EQ(k->resources.registers, 168);
-    expect_wgmma_pipelined(*k);
+    expect_ws_kernel_clean(spec);
   }
   HostTensor tiles(DType::kI32, {8});
   ops::MoeGroupedGemmArgs g = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view());
