@@ -408,9 +408,10 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
       fn(stream.get());
       stream.sync();
       std::vector<TimedScope> scopes = selected_scopes(a.bench_scopes(d, dc.in, dc.out, o), ctx.scopes);
-      // --vs-config: the same case under other overrides, its lines timed in
-      // the same rounds as these (so both sides share each round's clock and
-      // power state), named NAME@vs and judged against NAME.
+      // --vs-config / --vs-kernels: the same case under other overrides or
+      // another tree's kernels, its lines timed in the same rounds as these
+      // (so both sides share each round's clock and power state), named
+      // NAME@vs and judged against NAME.
       RunOptions ob = o;
       for (const auto& [key, value] : ctx.vs_config) ob.config[key] = value;
       if (!ctx.vs_kernel_dir.empty()) ob.compile.kernel_dir = ctx.vs_kernel_dir;
