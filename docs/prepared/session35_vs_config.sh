@@ -20,8 +20,10 @@
 #     (session 34 call 3 could not read race 2); CTA pairs with multicast in
 #     joules (race 2, DeepSeek-V3 T=4096; lost on time in sessions 16 and
 #     32, in separate processes).
-# Here, before PART=2: scripts/kernel_ab.sh wip/wait-hint wip/producer-sleep
+# The lean keys live on branch wip/lean-keys (their kernel code has not run
+# on a GPU). Here, before PART=1: git checkout wip/lean-keys && git rebase main
 # run(command="PART=1 bash docs/prepared/session35_vs_config.sh")
+# Before PART=2 (on main): scripts/kernel_ab.sh wip/wait-hint wip/producer-sleep
 # run(command="PART=2 bash docs/prepared/session35_vs_config.sh", carry=[".ab_kernels"])
 # A key that wins everywhere becomes the default only after the full GPU
 # suite passes with it on (the default kernels change then).
@@ -36,6 +38,7 @@ vs() {  # vs LOGNAME WORKLOAD SCOPES FLAG VALUE [extra bench flags]: FLAG --vs-c
   grep -E "held back|WRONG|ERROR|^    [a-z_@]+ +median|energy " $OUT/$name.log | sed -E 's/ +\(.*//' | cut -c1-150
 }
 if [ "${PART:-1}" = 1 ]; then
+  grep -q "LEAN_DESC" kernels/moe/grouped_gemm_sm90_ws.cuh || { echo "PART=1 runs on wip/lean-keys"; exit 2; }
   (cd $B && timeout 200 ctest -R "LeanKeys|Cli.BenchVsKernels|Cli.BenchVsConfig" -j 3 --output-on-failure) \
     > $OUT/new_tests.log 2>&1
   grep -E "tests passed|tests failed|Failure|Passed|Failed" $OUT/new_tests.log | head -8
