@@ -257,13 +257,11 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
             con.line(fmt::format("    {:<22} ERROR {}", sc["name"].get<std::string>(), sc["error"].get<std::string>()));
             continue;
           }
-          const double vs = harness::scope_vs_ratio(r, sc);
+          const std::string vs = harness::scope_vs_text(r, sc);
           con.line(fmt::format("    {:<22} median {:10.2f} us{}{}  ({})", sc["name"].get<std::string>(),
                                sc["timing"]["median_us"].get<double>(),
                                sc.contains("tflops") ? fmt::format(" {:6.1f} TFLOP/s", sc["tflops"].get<double>()) : "",
-                               vs <= 0                          ? std::string()
-                               : harness::is_vs_config_scope(sc) ? fmt::format("  {:.3f}x {}", vs, sc["vs"].get<std::string>())
-                                                                 : fmt::format("  {:.2f}x {}", vs, sc["vs"].get<std::string>()),
+                               vs.empty() ? std::string() : "  " + vs,
                                sc["note"].get<std::string>()));
         }
       if (r.contains("energy"))

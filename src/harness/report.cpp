@@ -127,6 +127,13 @@ double scope_vs_ratio(const nlohmann::json& record, const nlohmann::json& scope)
   return 0;
 }
 
+std::string scope_vs_text(const nlohmann::json& record, const nlohmann::json& scope) {
+  const double ratio = scope_vs_ratio(record, scope);
+  if (ratio <= 0) return "";
+  const std::string& other = scope["vs"].get_ref<const std::string&>();
+  return is_vs_config_scope(scope) ? fmt::format("{:.3f}x {}", ratio, other) : fmt::format("{:.2f}x {}", ratio, other);
+}
+
 bool is_vs_config_scope(const nlohmann::json& scope) {
   const std::string name = scope.value("name", "");
   const std::string suffix = kVsConfigSuffix;
@@ -220,10 +227,8 @@ std::string performance_report(const EnvInfo& env, const Ceilings* ce, const Rec
         std::string vs = "-";
         if (sc.contains("vs") && !sc.contains("error")) {
           const std::string other = sc["vs"].get<std::string>();
-          const double ratio = scope_vs_ratio(r, sc);
-          vs = ratio <= 0                 ? "- (" + other + " not timed)"
-               : is_vs_config_scope(sc) ? fmt::format("{:.3f}x {}", ratio, other)  // an A/B in one process
-                                        : fmt::format("{:.2f}x {}", ratio, other);
+          vs = scope_vs_text(r, sc);
+          if (vs.empty()) vs = "- (" + other + " not timed)";
         }
         s += fmt::format("| | {} | {} | {} | {} | {} | {} | {} |\n", sc.value("name", "?"), num(st, "median_us"),
                          num(st, "p90_us"), num(sc, "tflops", "{:.1f}"), of_gemm(sc), vs,

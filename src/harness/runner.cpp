@@ -479,15 +479,15 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
         if (ctx.bare_launch_host_us > 0) r["bare_launch_host_us"] = ctx.bare_launch_host_us;
       }
       // The timed output must still be right (catches races and stale buffers).
-      dc.poison();
-      fn(stream.get());
-      stream.sync();
-      got = dc.download();
-      if (ctx.has_vs()) {  // the other run's output, checked as this one's is below
+      const auto output_of = [&](const std::function<void(CUstream)>& f) {
         dc.poison();
-        fn_b(stream.get());
+        f(stream.get());
         stream.sync();
-        const std::map<std::string, HostTensor> got_b = dc.download();
+        return dc.download();
+      };
+      got = output_of(fn);
+      if (ctx.has_vs()) {  // the other run's output, checked as this one's is below
+        const std::map<std::string, HostTensor> got_b = output_of(fn_b);
         nlohmann::json cmp_b;
         r["vs_config"]["verified"] = a.compare(d, *c.op, want.views, views_of(got_b), cmp_b);
         r["vs_config"]["max_abs_err"] = cmp_b.value("max_abs_err", 0.0);

@@ -26,6 +26,9 @@ double scope_vs_ratio(const nlohmann::json& record, const nlohmann::json& scope)
 // The lines bench --vs-config adds are named NAME + kVsConfigSuffix.
 constexpr const char* kVsConfigSuffix = "@vs";
 bool is_vs_config_scope(const nlohmann::json& scope);
+// scope_vs_ratio as text, "1.07x cublas_per_expert" (three decimals for a
+// --vs-config / --vs-kernels line, an A/B in one process), or "" without one.
+std::string scope_vs_text(const nlohmann::json& record, const nlohmann::json& scope);
 
 std::string performance_report(const EnvInfo& env, const Ceilings* ceilings, const Records& bench,
                                const std::string& note);
