@@ -140,6 +140,42 @@ TEST(GpuMoeGroupedGemm, StaggeredConsumers) {
           << w << " persistent=" << persistent << " stagger=3";
 }
 
+// lean_a=1 (the producer's gathered A rows as addresses made once per tile,
+// a K tail on the checked path) and lean_desc=1 (the consumers' MMA
+// descriptors from stage 0's by adds), alone and together, against the
+// golden: weights by TMA and by cp.async, A by TMA, tails in K, [K, N] and
+// [N, K], gated and plain, 64-row tiles, CTA pairs, many tiles per CTA.
+TEST(GpuMoeGroupedGemm, LeanKeys) {
+  TC_REQUIRE_GPU();
+  for (auto [lean_a, lean_desc] : {std::pair{1, 0}, std::pair{0, 1}, std::pair{1, 1}})
+    for (int tma : {1, 0})
+      for (const char* w : {"prefill-bm128", "prefill-bm128-kn", "prefill-kn-tails", "kn-stacked", "prefill-nk",
+                            "race-layout-small", "nk-tails-bm128", "nk-rows-unaligned-bm128", "skewed-bm64"})
+        EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w,
+                                                   {{"sm90", 2}, {"tma", tma}, {"lean_a", lean_a}, {"lean_desc", lean_desc}}),
+                  3)
+            << w << " tma=" << tma << " lean_a=" << lean_a << " lean_desc=" << lean_desc;
+  for (const char* w : {"contiguous-a", "contiguous-a-kn-tails"})  // A by TMA
+    EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w,
+                                               {{"sm90", 2}, {"tma", 2}, {"lean_desc", 1}}),
+              3)
+        << w << " tma=2 lean_desc=1";
+  for (const char* w : {"prefill-kn-tails", "nk-tails-bm128", "skewed-bm64"})
+    EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w,
+                                               {{"sm90", 2}, {"cluster", 2}, {"lean_a", 1}, {"lean_desc", 1}}),
+              3)
+        << w << " cluster=2 lean_a=1 lean_desc=1";
+  for (const char* w : {"many-tiles", "many-tiles-contiguous"})
+    EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w,
+                                               {{"sm90", 2}, {"lean_desc", 1}, {"stagger", 2}}),
+              3)
+        << w << " lean_desc=1 stagger=2";
+  EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, "many-tiles",
+                                             {{"sm90", 2}, {"lean_a", 1}, {"lean_desc", 1}}),
+            3)
+      << "many-tiles lean_a=1 lean_desc=1";
+}
+
 // Split K on the mma.sync kernel: whole and ragged K slices, both layouts,
 // per-expert pointer tables (64 and 512 entries), scalar loads, empty experts.
 TEST(GpuMoeGroupedGemm, SplitK) {

@@ -399,6 +399,62 @@ TEST(MoeGroupedGemmCpu, CtaPairKernelsCompileWithoutSpills) {
   }
 }
 
+// lean_a=1 (the producer's gathered A rows as addresses made once per
+// tile) and lean_desc=1 (the consumers' descriptors by adds) on the forms
+// that gather A: gated and plain, [N, K] and [K, N], weights by TMA and by
+// cp.async, 64- and 128-row tiles, pairs, with a stagger: compiles for
+// sm_90a without spills at the kernel's register split, its wgmma groups
+// not serialised, named as such; errors where A comes by TMA (lean_a) or
+// off the warp-specialised kernel.
+TEST(MoeGroupedGemmCpu, LeanAKernelsCompileWithoutSpills) {
+  HostTensor a(DType::kBF16, {1024, 256}), w(DType::kBF16, {2, 512, 256}), wkn(DType::kBF16, {2, 256, 512}),
+      idx(DType::kI32, {1024}), out(DType::kBF16, {1024, 512});
+  struct Form {
+    bool gated, kn;
+    int block_m, tma, cluster, stagger, lean_a, lean_desc;
+  };
+  for (const Form f : {Form{true, false, 128, 1, 1, 0, 1, 0}, Form{false, true, 128, 1, 1, 0, 1, 0},
+                       Form{true, true, 64, 0, 1, 0, 1, 0}, Form{false, false, 128, 1, 2, 0, 1, 0},
+                       Form{true, false, 128, 1, 1, 2, 1, 0}, Form{true, false, 128, 1, 1, 0, 0, 1},
+                       Form{false, true, 128, 1, 1, 0, 1, 1}, Form{true, true, 64, 1, 2, 0, 1, 1},
+                       Form{false, false, 64, 1, 1, 0, 0, 1}}) {
+    HostTensor tiles(DType::kI32, {1024 / f.block_m});
+    ops::MoeGroupedGemmArgs g =
+        gathered_args(a.view(), (f.kn ? wkn : w).view(), out.view(), tiles.view(), idx.view(), f.gated);
+    if (f.kn) g.w.layout = ops::WeightLayout::kKN;
+    if (f.kn && f.gated) g.w_up->layout = ops::WeightLayout::kKN;
+    ops::MoeGroupedGemmConfig over;
+    over.sm90 = 2, over.block_m = f.block_m, over.tma = f.tma, over.cluster = f.cluster, over.stagger = f.stagger;
+    over.lean_a = f.lean_a, over.lean_desc = f.lean_desc;
+    const auto c = ops::moe_grouped_gemm_config(g, over, 9);
+    SCOPED_TRACE(c.str());
+    EXPECT_EQ(c.str().find("lean-a") != std::string::npos, f.lean_a == 1);
+    EXPECT_EQ(c.str().find("lean-desc") != std::string::npos, f.lean_desc == 1);
+    const auto spec = ops::moe_grouped_gemm_kernel_spec(g, c);
+    EXPECT_EQ(spec.template_args.back(), "true");
+    expect_ws_kernel_clean(spec);
+  }
+  HostTensor tiles(DType::kI32, {8});
+  ops::MoeGroupedGemmArgs g = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view());
+  ops::MoeGroupedGemmConfig over;
+  over.lean_a = 2;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "lean_a", "2");
+  over.lean_a = 1, over.sm90 = 1;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "lean_a", "warpgroups=2");
+  g.a_index.reset();  // rows in layout order: A by TMA (tma=2)
+  over.sm90 = 2, over.tma = 2;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "lean_a", "tma-a+weights");
+  over.lean_a = 0, over.lean_desc = 1;  // A by TMA: the consumers' descriptors still apply
+  const std::string by_tma = ops::moe_grouped_gemm_config(g, over, 9).str();
+  EXPECT_NE(by_tma.find("tma-a+weights"), std::string::npos) << by_tma;
+  EXPECT_NE(by_tma.find("lean-desc"), std::string::npos) << by_tma;
+  over.lean_desc = 2;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "lean_desc", "2");
+  over.lean_desc = 1, over.sm90 = 1, over.tma = -1;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "lean_desc",
+                  "warpgroups=2");
+}
+
 TEST(MoeGroupedGemmCpu, StaggerConfig) {
   HostTensor a(DType::kBF16, {1024, 256}), w(DType::kBF16, {2, 512, 256}), idx(DType::kI32, {1024}),
       out(DType::kBF16, {1024, 512}), tiles(DType::kI32, {8});

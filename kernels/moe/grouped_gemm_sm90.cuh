@@ -137,6 +137,38 @@ struct GroupedGemmSm90 {
     return wgmma_desc(bs + wn * (WN / 64) * 8192 + ks * 16 * 128, 8192, 1024);  // LBO: next 64 columns; SBO: next 8 k rows
   }
 
+  // compute_stage's MMAs from this warpgroup's descriptors of stage 0 (a0,
+  // b0: of its A rows and its B columns) and the stage's offset from stage 0
+  // in 16-byte units: the same descriptors by one add each (a descriptor's
+  // start field is address / 16, and no offset inside the ring carries out
+  // of its 14 bits).
+  static __device__ __forceinline__ void compute_stage_from(unsigned long long a0, unsigned long long b0,
+                                                            unsigned soff, float (&acc)[kB][kAcc]) {
+    wgmma_fence();
+    // Only the low word moves (32-bit adds: no carry to propagate).
+    const unsigned a_lo = unsigned(a0) + soff, b_lo = unsigned(b0) + soff;
+    const unsigned long long a_hi = a0 & ~0xFFFFFFFFull, b_hi = b0 & ~0xFFFFFFFFull;
+#pragma unroll
+    for (int ks = 0; ks < kGemmBK / 16; ++ks) {
+      const unsigned long long da = a_hi | (a_lo + 2 * ks);                             // + ks * 32 bytes
+      const unsigned long long db = b_hi | (b_lo + (LAYOUT == 0 ? 2 * ks : 128 * ks));  // + ks * 32, or 16 k rows
+      if constexpr (kDualAsOne) {
+        Wgmma<T, 2 * WN, LAYOUT>::run(reinterpret_cast<float(&)[2 * kAcc]>(acc), da, db, 1);
+      } else {
+#pragma unroll
+        for (int m = 0; m < kB; ++m) Wgmma<T, WN, LAYOUT>::run(acc[m], da, db + m * (kBBytes >> 4), 1);
+      }
+    }
+    wgmma_commit();
+  }
+  // Those stage-0 descriptors for warpgroup wg of the ring at `ring`.
+  static __device__ __forceinline__ unsigned long long stage0_a_desc(unsigned ring, int wg) {
+    return wgmma_desc(ring + (wg / kWgN) * 64 * 128, 16, 1024);
+  }
+  static __device__ __forceinline__ unsigned long long stage0_b_desc(unsigned ring, int wg) {
+    return b_desc(ring + kABytes, kDualAsOne ? 0 : wg % kWgN, 0);
+  }
+
   // The stage at shared address `stage`.
   static __device__ __forceinline__ void compute_stage(unsigned stage, int wg, float (&acc)[kB][kAcc]) {
     const int wm = wg / kWgN, wn = wg % kWgN;

@@ -89,7 +89,7 @@ __device__ __forceinline__ void bulk_wait_read() {
 __device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
 template <typename T, typename OutT, int BM, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE, bool TMA,
-          bool TMA_A, bool TMA_C, int CLUSTER, int STAGGER = 0>
+          bool TMA_A, bool TMA_C, int CLUSTER, int STAGGER = 0, bool LEAN_A = false, bool LEAN_DESC = false>
 struct GroupedGemmSm90Ws {
   static_assert(TMA || !TMA_A, "A by TMA only with the weights by TMA");
   static_assert(CLUSTER == 1 || (CLUSTER == 2 && TMA), "CTA pairs share weights by TMA multicast only");
@@ -99,6 +99,19 @@ struct GroupedGemmSm90Ws {
   // pipe at one rate), so each one's epilogue runs under the other's MMAs.
   // The ring's look-ahead for warpgroup 0 shrinks by the lag.
   static_assert(STAGGER == 0 || (CLUSTER == 1 && STAGGER < STAGES), "a lag within the ring, one CTA per tile");
+  // LEAN_A: the producer's gathered A rows as pointers made once per tile
+  // (rows that are not real point at row 0), so a whole k-step costs each
+  // chunk a 64-bit add, a predicate and its copy; only a K tail takes the
+  // checked path. Without it each chunk re-derives its address from the
+  // row offset and the base (about 12 instructions per chunk, session 34's
+  // SASS), and the producer issues twice the consumers' instructions.
+  static_assert(!LEAN_A || !TMA_A, "LEAN_A is the cp.async gather of A");
+  // LEAN_DESC: the consumers make their MMA descriptors of stage 0 once,
+  // broadcast (uniform), and each k-step's by adds
+  // (Base::compute_stage_from). Without it each k-step rebuilds them from
+  // the ring's address, which the compiler re-derives from the CTA's
+  // cluster id and the shared window every k-step (session 34's SASS: ~60
+  // instructions per consumer warp per k-step around its 4 MMAs).
   // The fused combine needs the producer's idle warps (A by TMA, one thread
   // issues every copy), tensor stores (their completion is what a row tile
   // publishes) and one CTA per cluster; the host passes comb_sync only then.
@@ -133,7 +146,7 @@ struct GroupedGemmSm90Ws {
   // had to stride by 128).
   static_assert(BM <= 128, "the producer warpgroup fills one row source per thread");
   struct Plan {
-    long long a[kAJ];  // element offset of A chunk j at k = 0
+    long long a[kAJ];  // element offset of A chunk j at k = 0 (LEAN_A: its address, row 0's if not a real row)
     int b[kBJ];        // element offset of B chunk j at k = 0, inside one expert's matrix
     unsigned a_ok;     // bit j: A chunk j is a real row
     unsigned b_ok;     // bit j: B chunk j is inside N
@@ -151,6 +164,10 @@ struct GroupedGemmSm90Ws {
     for (int j = 0; j < kAJ; ++j) {
       const int s = src[r0 + 16 * j];
       q.a[j] = (long long)(s < 0 ? 0 : s) * p.lda + ch * 8;
+      if constexpr (LEAN_A) {
+        q.a[j] = reinterpret_cast<long long>(static_cast<const T*>(p.a) + q.a[j]);
+        asm volatile("" : "+l"(q.a[j]));  // opaque: else the compiler re-derives it from the base per k-step
+      }
       if (s >= 0) q.a_ok |= 1u << j;
     }
 #pragma unroll
@@ -172,10 +189,24 @@ struct GroupedGemmSm90Ws {
                                                     char* stage, int k0) {
     const T* a = static_cast<const T*>(p.a);
     const bool k_in = p.K - k0 - q.kch > 0;
+    if constexpr (LEAN_A) {
+      if (k0 + kGemmBK <= p.K) {  // every chunk inside its row (row 0's where the row is not real)
 #pragma unroll
-    for (int j = 0; j < kAJ; ++j) {
-      const bool ok = k_in && (q.a_ok >> j & 1u);
-      cp_async_16(stage + q.off0 + j * 2048, ok ? a + q.a[j] + k0 : a, ok);
+        for (int j = 0; j < kAJ; ++j)
+          cp_async_16(stage + q.off0 + j * 2048, reinterpret_cast<const T*>(q.a[j]) + k0, q.a_ok >> j & 1u);
+      } else {
+#pragma unroll
+        for (int j = 0; j < kAJ; ++j) {
+          const bool ok = k_in && (q.a_ok >> j & 1u);
+          cp_async_16(stage + q.off0 + j * 2048, ok ? reinterpret_cast<const T*>(q.a[j]) + k0 : a, ok);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < kAJ; ++j) {
+        const bool ok = k_in && (q.a_ok >> j & 1u);
+        cp_async_16(stage + q.off0 + j * 2048, ok ? a + q.a[j] + k0 : a, ok);
+      }
     }
     if constexpr (TMA) return;  // the weights come by tensor copy
 #pragma unroll
@@ -507,6 +538,13 @@ struct GroupedGemmSm90Ws {
     const unsigned ring_at = (smem_addr(smem_raw) + 1023u) & ~1023u;
     const unsigned full_at = ring_at + unsigned(reinterpret_cast<char*>(full) - smem), empty_at = full_at + 8 * STAGES;
     const bool releaser = threadIdx.x % 32 == 0;  // one arrival per consumer warp
+    // LEAN_DESC: this warpgroup's stage-0 descriptors, broadcast from lane 0
+    // so the compiler keeps them uniform instead of re-deriving them.
+    unsigned long long a0 = 0, b0 = 0;
+    if constexpr (LEAN_DESC) {
+      a0 = __shfl_sync(0xffffffffu, Base::stage0_a_desc(ring_at, cw), 0);
+      b0 = __shfl_sync(0xffffffffu, Base::stage0_b_desc(ring_at, cw), 0);
+    }
     // kHoldSlot: a tile's last slot stays unreleased through its epilogue
     // (odd passes stage in it) and is released after the next k-step's MMAs
     // are issued, once this warpgroup's stores have read it; the producer
@@ -515,7 +553,12 @@ struct GroupedGemmSm90Ws {
     const auto release_held = [&] {
       if (threadIdx.x % 128 == 0) bulk_wait_read();
       Base::named_sync(2 + cw);
-      if (releaser) release_slot(smem_addr(empty + held), rank);
+      if (releaser) {
+        // (LEAN_DESC: from the precomputed address; else the pointer's, as
+        // the default kernels have always done)
+        if constexpr (LEAN_DESC) release_slot(empty_at + 8 * unsigned(held), rank);
+        else release_slot(smem_addr(empty + held), rank);
+      }
       held = -1;
     };
     const bool tracer = kTraceOn && threadIdx.x % 128 == 0;  // thread 0 of each consumer warpgroup
@@ -560,13 +603,21 @@ struct GroupedGemmSm90Ws {
       const bool live = mine && (BM != 128 || !p.tile_fill || p.tile_fill[w.tile.row0 + 64 * cw] >= 0);
       for (int t = 0; t < kt; ++t, ++g) {
         const unsigned s = g % STAGES;
+        // LEAN_DESC: the stage's offset broadcast (the compiler then adds the
+        // descriptors in uniform registers), before the wait: off its path.
+        unsigned soff = 0;
+        if constexpr (LEAN_DESC) soff = __shfl_sync(0xffffffffu, s * unsigned(kStageBytes >> 4), 0);
         mbar_wait(full_at + 8 * s, (g / STAGES) & 1u);
         // The generic-proxy cp.async writes, seen through the barrier, before
         // wgmma reads them. With A by TMA every write into a stage is a
         // tensor copy (async proxy, published by the barrier's transaction
         // count), so the fence has nothing to order.
         if constexpr (!TMA_A) fence_async_shared();
-        if (live) Base::compute_stage(ring_at + s * kStageBytes, cw, acc);
+        if constexpr (LEAN_DESC) {
+          if (live) Base::compute_stage_from(a0, b0, soff, acc);
+        } else if (live) {
+          Base::compute_stage(ring_at + s * kStageBytes, cw, acc);
+        }
         if (STAGGER && !go_sent && t + 1 >= STAGGER) send_go();
         wgmma_wait<1>();  // the MMAs of k-step g - 1 retired: its slot may be refilled
         if (t > 0 && releaser) release_slot(empty_at + 8 * ((g - 1) % STAGES), rank);
@@ -613,11 +664,12 @@ struct GroupedGemmSm90Ws {
 // 6; 6 - 5 is its last tile. (None while accumulators are live: the
 // consumers are at their register limit.)
 template <typename T, typename OutT, int BM, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE, bool TMA,
-          bool TMA_A, bool TMA_C, int CLUSTER, int STAGGER = 0>
+          bool TMA_A, bool TMA_C, int CLUSTER, int STAGGER = 0, bool LEAN_A = false, bool LEAN_DESC = false>
 __global__ void __launch_bounds__(384, 1)
     grouped_gemm_sm90_ws_kernel(const __grid_constant__ typename GroupedGemmLaunchOf<TMA, TABLE ? TABLE : 1>::type L) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  GroupedGemmSm90Ws<T, OutT, BM, BN, STAGES, LAYOUT, DUAL, TABLE, TMA, TMA_A, TMA_C, CLUSTER, STAGGER>::run(L);
+  GroupedGemmSm90Ws<T, OutT, BM, BN, STAGES, LAYOUT, DUAL, TABLE, TMA, TMA_A, TMA_C, CLUSTER, STAGGER, LEAN_A,
+                    LEAN_DESC>::run(L);
 #endif
 }
 

@@ -206,18 +206,19 @@ std::string MoeGroupedGemmConfig::str() const {
   if (gemv == 1) return fmt::format("gemv bm={} cols={} rows/pass<=4", block_m, block_n);
   if (sm90 == 1) return fmt::format("wgmma bm={} bn={} bk={} stages={} warpgroups=2", block_m, block_n, kBK, stages);
   if (sm90 == 2)
-    return fmt::format("wgmma-ws bm={} bn={} bk={} stages={} warpgroups=1+2{}{}{}{}{}", block_m, block_n, kBK, stages,
+    return fmt::format("wgmma-ws bm={} bn={} bk={} stages={} warpgroups=1+2{}{}{}{}{}{}{}", block_m, block_n, kBK, stages,
                        tma == 2 ? " tma-a+weights" : tma == 1 ? " tma-weights" : "", tma_store == 1 ? " tma-store" : "",
                        persistent == 2 ? " persistent-dynamic" : persistent == 1 ? " persistent" : "",
                        cluster == 2 ? (multicast == 1 ? " cta-pairs-multicast" : " cta-pairs") : "",
-                       stagger > 0 ? fmt::format(" stagger={}", stagger) : "");
+                       stagger > 0 ? fmt::format(" stagger={}", stagger) : "", lean_a == 1 ? " lean-a" : "",
+                       lean_desc == 1 ? " lean-desc" : "");
   return fmt::format("mma bm={} bn={} bk={} stages={} warps={}x{}{}", block_m, block_n, kBK, stages, warps_m, warps_n,
                      k_splits > 1 ? fmt::format(" split-k={}", k_splits) : "");
 }
 
 const char* moe_grouped_gemm_config_keys() {
   return "block_m, block_n, stages, warps_m, warps_n, sm90, tma, persistent, k_splits, group_m, gemv, tma_store, "
-         "half_skip, prefetch, preload, carveout, balance, bulk, bulk_cols, cluster, multicast, stagger";
+         "half_skip, prefetch, preload, carveout, balance, bulk, bulk_cols, cluster, multicast, stagger, lean_a, lean_desc";
 }
 
 bool is_moe_grouped_gemm_config_key(const std::string& key) {
@@ -253,6 +254,8 @@ void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, 
   else if (key == "cluster") c.cluster = value;
   else if (key == "multicast") c.multicast = value;
   else if (key == "stagger") c.stagger = value;
+  else if (key == "lean_a") c.lean_a = value;
+  else if (key == "lean_desc") c.lean_desc = value;
   else
     throw_arg_error(ErrorKind::kInvalidArgument, op, arg, std::string("keys ") + moe_grouped_gemm_config_keys(),
                     "'" + key + "'");
@@ -636,6 +639,12 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   TC_CHECK_ARG(over.stagger >= 0 && over.stagger <= 3, kOp, "stagger",
                "0 (consumer warpgroups in step) or 1..3 (k-steps of lag)", std::to_string(over.stagger));
   c.stagger = over.stagger;  // (the kernels that cannot take it are checked below)
+  TC_CHECK_ARG(over.lean_a == 0 || over.lean_a == 1, kOp, "lean_a",
+               "0 (addresses per k-step) or 1 (row addresses per tile)", std::to_string(over.lean_a));
+  c.lean_a = over.lean_a;
+  TC_CHECK_ARG(over.lean_desc == 0 || over.lean_desc == 1, kOp, "lean_desc",
+               "0 (descriptors per k-step) or 1 (stage 0's once, then adds)", std::to_string(over.lean_desc));
+  c.lean_desc = over.lean_desc;
   c.gemv = resolve_gemv(a, over, c.block_m);
   if (c.gemv == 1) {
     TC_CHECK_ARG(!mma_overrides(over), kOp, "gemv",
@@ -696,6 +705,8 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
     // for up to 100 KB, find the SMs configured for it.)
     c.carveout = over.carveout == 1 || (over.carveout == -1 && c.preload == 1) ? 1 : 0;
     TC_CHECK_ARG(c.stagger == 0, kOp, "stagger", "the warp-specialised kernel (sm90=2)", c.str());
+    TC_CHECK_ARG(c.lean_a == 0, kOp, "lean_a", "the warp-specialised kernel (sm90=2)", c.str());
+    TC_CHECK_ARG(c.lean_desc == 0, kOp, "lean_desc", "the warp-specialised kernel (sm90=2)", c.str());
     return c;
   }
   TC_CHECK_ARG(over.preload < 1, kOp, "preload", "the decode combine kernel (gemv=1 with combine)",
@@ -798,6 +809,10 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                                     c.stagger < c.stages),
                  kOp, "stagger", "0, or 1..3 below the stages on the warp-specialised kernel with one CTA per tile",
                  fmt::format("stagger={} on {}", c.stagger, c.str()));
+    TC_CHECK_ARG(c.lean_desc == 0 || c.sm90 == 2, kOp, "lean_desc", "the warp-specialised kernel (sm90=2)",
+                 c.str());
+    TC_CHECK_ARG(c.lean_a == 0 || (c.sm90 == 2 && c.tma != 2), kOp, "lean_a",
+                 "the warp-specialised kernel with A gathered by cp.async (not tma=2)", c.str());
     return c;
   }
   // Gated: 64 gate + 64 up columns per tile; plain: 128 (64 when N is small).
@@ -826,6 +841,8 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                fmt::format("a ring that fits {} KB of shared memory", kMaxSmem / 1024),
                fmt::format("{} bytes for {}", smem_bytes(c, dual), c.str()));
   TC_CHECK_ARG(c.stagger == 0, kOp, "stagger", "the warp-specialised kernel (sm90=2)", c.str());
+  TC_CHECK_ARG(c.lean_a == 0, kOp, "lean_a", "the warp-specialised kernel (sm90=2)", c.str());
+  TC_CHECK_ARG(c.lean_desc == 0, kOp, "lean_desc", "the warp-specialised kernel (sm90=2)", c.str());
   return c;
 }
 
@@ -849,11 +866,16 @@ jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const 
   if (c.gemv == 1)
     return {"moe/grouped_gemv.cuh", "tc::moe::grouped_gemv_kernel",
             {in, out, std::to_string(c.block_m), std::to_string(c.block_n), gated, std::to_string(table)}, cfg, true};
-  if (c.sm90 == 2 && c.stagger > 0) {  // (a trailing argument only where set: the default kernels keep their names)
-    MoeGroupedGemmConfig in_step = c;
-    in_step.stagger = 0;
-    jit::KernelSpec k = moe_grouped_gemm_kernel_spec(a, in_step);
-    k.template_args.push_back(std::to_string(c.stagger));
+  if (c.sm90 == 2 && (c.stagger > 0 || c.lean_a == 1 || c.lean_desc == 1)) {
+    // The A/B keys' template arguments, trailing ones left at their defaults
+    // dropped: the default kernels keep their names.
+    MoeGroupedGemmConfig plain = c;
+    plain.stagger = plain.lean_a = plain.lean_desc = 0;
+    jit::KernelSpec k = moe_grouped_gemm_kernel_spec(a, plain);
+    std::vector<std::string> extra{std::to_string(c.stagger), c.lean_a == 1 ? "true" : "false",
+                                   c.lean_desc == 1 ? "true" : "false"};
+    while (extra.back() == "false") extra.pop_back();
+    k.template_args.insert(k.template_args.end(), extra.begin(), extra.end());
     k.config = cfg;
     return k;
   }
@@ -1015,9 +1037,9 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   const int smem_limit = bulk.fits         ? int(kBulkSmemBytes)
                          : combine_kernel ? int(moe_grouped_gemm_max_preload_bytes)
                                           : smem;
-  // (the code's 64 bits are taken: one cache per stagger, 0..3)
-  static jit::OpKernelCache kernels[4];
-  const jit::Launchable& k = kernels[c.stagger & 3].get(
+  // (the code's 64 bits are taken: one cache per stagger 0..3, lean_a and lean_desc)
+  static jit::OpKernelCache kernels[16];
+  const jit::Launchable& k = kernels[(c.stagger & 3) | (c.lean_a == 1 ? 4 : 0) | (c.lean_desc == 1 ? 8 : 0)].get(
       code, o.compile, a.a.device.index, [&] { return moe_grouped_gemm_kernel_spec(a, c); },
       [smem_limit, carveout = c.carveout == 1](const jit::Launchable& l) {
         TC_DRV(cuFuncSetAttribute, l.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem_limit);
