@@ -1,9 +1,5 @@
 # Session 35 call 1: session 34's prepared PART=1 (docs/prepared/session35_vs_config.sh) on wip/lean-keys (main 6b36436 + the lean keys' code back)
 export PART=1
-# Before PART=2 (on main): scripts/kernel_ab.sh wip/wait-hint wip/producer-sleep
-# run(command="PART=2 bash docs/prepared/session35_vs_config.sh", carry=[".ab_kernels"])
-# A key that wins everywhere becomes the default only after the full GPU
-# suite passes with it on (the default kernels change then).
 export O=$OUT; mkdir -p $O/l; export OUT=$O/l
 scripts/device_check.sh build > $OUT/main.log 2>&1; tail -1 $OUT/main.log
 B=build-device
