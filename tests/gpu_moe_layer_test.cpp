@@ -142,12 +142,12 @@ TEST(GpuMoeGroupedGemm, StaggeredConsumers) {
 
 // lean_a=1 (the producer's gathered A rows as addresses made once per tile,
 // a K tail on the checked path) and lean_desc=1 (the consumers' MMA
-// descriptors from stage 0's by adds), alone and together, against the
-// golden: weights by TMA and by cp.async, A by TMA, tails in K, [K, N] and
+// descriptors from stage 0's by adds; both the default since session 35),
+// alone, together and neither (the A/B side), against the golden: weights by TMA and by cp.async, A by TMA, tails in K, [K, N] and
 // [N, K], gated and plain, 64-row tiles, CTA pairs, many tiles per CTA.
 TEST(GpuMoeGroupedGemm, LeanKeys) {
   TC_REQUIRE_GPU();
-  for (auto [lean_a, lean_desc] : {std::pair{1, 0}, std::pair{0, 1}, std::pair{1, 1}})
+  for (auto [lean_a, lean_desc] : {std::pair{1, 0}, std::pair{0, 1}, std::pair{1, 1}, std::pair{0, 0}})
     for (int tma : {1, 0})
       for (const char* w : {"prefill-bm128", "prefill-bm128-kn", "prefill-kn-tails", "kn-stacked", "prefill-nk",
                             "race-layout-small", "nk-tails-bm128", "nk-rows-unaligned-bm128", "skewed-bm64"})

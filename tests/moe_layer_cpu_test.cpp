@@ -302,10 +302,16 @@ TEST(MoeGroupedGemmCpu, WarpSpecialisedConfig) {
     TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g202, o, 9), ErrorKind::kInvalidArgument, "tma_store",
                     "rows of 404 bytes");
   }
-  EXPECT_EQ(spec.template_args.back(), "1");                              // CLUSTER: one CTA per tile
-  EXPECT_EQ(spec.template_args[spec.template_args.size() - 2], "true");   // TMA_C
-  EXPECT_EQ(spec.template_args[spec.template_args.size() - 3], "false");  // A gathered through a_index: cp.async
-  EXPECT_EQ(spec.template_args[spec.template_args.size() - 4], "true");
+  // The kernel's template arguments: ..., TMA, TMA_A, TMA_C, CLUSTER,
+  // STAGGER, LEAN_A, LEAN_DESC (the last three only off their defaults).
+  ASSERT_EQ(spec.template_args.size(), 15u);
+  EXPECT_EQ(spec.template_args[8], "true");    // TMA weights
+  EXPECT_EQ(spec.template_args[9], "false");   // A gathered through a_index: cp.async
+  EXPECT_EQ(spec.template_args[10], "true");   // TMA_C
+  EXPECT_EQ(spec.template_args[11], "1");      // CLUSTER: one CTA per tile
+  EXPECT_EQ(spec.template_args[12], "0");      // STAGGER
+  EXPECT_EQ(spec.template_args[13], "true");   // LEAN_A, chosen
+  EXPECT_EQ(spec.template_args[14], "true");   // LEAN_DESC, chosen
   over.tma = 0;
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).tma, 0);
   over.tma = -1;
@@ -329,7 +335,11 @@ TEST(MoeGroupedGemmCpu, WarpSpecialisedConfig) {
   const auto ca = ops::moe_grouped_gemm_config(g, over, 9);
   EXPECT_EQ(ca.tma, 2);
   EXPECT_NE(ca.str().find("tma-a+weights"), std::string::npos) << ca.str();
-  EXPECT_EQ(ops::moe_grouped_gemm_kernel_spec(g, ca).template_args.end()[-3], "true");
+  const auto spec_a = ops::moe_grouped_gemm_kernel_spec(g, ca);
+  ASSERT_EQ(spec_a.template_args.size(), 15u);
+  EXPECT_EQ(spec_a.template_args[9], "true");    // TMA_A
+  EXPECT_EQ(spec_a.template_args[13], "false");  // LEAN_A: A comes by TMA
+  EXPECT_EQ(spec_a.template_args[14], "true");   // LEAN_DESC
   g.a_index = idx.view();
   std::vector<HostTensor> many;
   g.w.stacked.reset();
@@ -394,7 +404,7 @@ TEST(MoeGroupedGemmCpu, CtaPairKernelsCompileWithoutSpills) {
     EXPECT_EQ(c.cluster, 2);
     EXPECT_NE(c.str().find("cta-pairs"), std::string::npos);
     const auto spec = ops::moe_grouped_gemm_kernel_spec(g, c);
-    EXPECT_EQ(spec.template_args.back(), "2");
+    EXPECT_EQ(spec.template_args.at(11), "2");  // CLUSTER
     expect_ws_kernel_clean(spec);
   }
 }

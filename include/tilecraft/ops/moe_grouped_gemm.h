@@ -165,14 +165,15 @@ struct MoeGroupedGemmConfig {
   // Warp-specialised kernel with A gathered by cp.async: 1 = the producer
   // keeps each chunk's row address from the tile's start and adds k (a
   // K tail takes the checked path), about a third of the instructions per
-  // chunk; 0 = each chunk's address derived per k-step (the default). A
-  // kernel parameter, for A/B runs (bench --vs-config).
-  int lean_a = 0;
+  // chunk; 0 = each chunk's address derived per k-step. A kernel
+  // parameter; -1 = choose (1 wherever it applies: fewer instructions at
+  // the power cap; measured in moe_grouped_gemm_config).
+  int lean_a = -1;
   // Warp-specialised kernel: 1 = the consumers make their MMA descriptors
   // of the ring's first stage once and each k-step's by adds; 0 = rebuilt
-  // from the stage's address every k-step (the default). A kernel
-  // parameter, for A/B runs (bench --vs-config).
-  int lean_desc = 0;
+  // from the stage's address every k-step. A kernel parameter; -1 =
+  // choose (1 on the warp-specialised kernel).
+  int lean_desc = -1;
   // Decode combine kernel with schedule_settled: 1 = also hand each slot's
   // first weights to the L2 before the grid wait (within half the L2),
   // 0 = only read the first item's slots there, -1 = choose (0: on the H200

@@ -639,12 +639,13 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   TC_CHECK_ARG(over.stagger >= 0 && over.stagger <= 3, kOp, "stagger",
                "0 (consumer warpgroups in step) or 1..3 (k-steps of lag)", std::to_string(over.stagger));
   c.stagger = over.stagger;  // (the kernels that cannot take it are checked below)
-  TC_CHECK_ARG(over.lean_a == 0 || over.lean_a == 1, kOp, "lean_a",
-               "0 (addresses per k-step) or 1 (row addresses per tile)", std::to_string(over.lean_a));
-  c.lean_a = over.lean_a;
-  TC_CHECK_ARG(over.lean_desc == 0 || over.lean_desc == 1, kOp, "lean_desc",
-               "0 (descriptors per k-step) or 1 (stage 0's once, then adds)", std::to_string(over.lean_desc));
-  c.lean_desc = over.lean_desc;
+  TC_CHECK_ARG(over.lean_a >= -1 && over.lean_a <= 1, kOp, "lean_a",
+               "0 (addresses per k-step), 1 (row addresses per tile) or -1 (choose)", std::to_string(over.lean_a));
+  c.lean_a = over.lean_a == 1 ? 1 : 0;  // (chosen on the warp-specialised kernel below)
+  TC_CHECK_ARG(over.lean_desc >= -1 && over.lean_desc <= 1, kOp, "lean_desc",
+               "0 (descriptors per k-step), 1 (stage 0's once, then adds) or -1 (choose)",
+               std::to_string(over.lean_desc));
+  c.lean_desc = over.lean_desc == 1 ? 1 : 0;
   c.gemv = resolve_gemv(a, over, c.block_m);
   if (c.gemv == 1) {
     TC_CHECK_ARG(!mma_overrides(over), kOp, "gemv",
@@ -809,6 +810,13 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                                     c.stagger < c.stages),
                  kOp, "stagger", "0, or 1..3 below the stages on the warp-specialised kernel with one CTA per tile",
                  fmt::format("stagger={} on {}", c.stagger, c.str()));
+    // The lean forms wherever they apply: fewer instructions per k-step,
+    // and at the 700 W cap instructions cost clock. H200, session 35, both
+    // against neither in one process (bench --vs-config): gate/up 0.906x
+    // (DeepSeek-V3 T=4096), 0.953x (race 1), 0.964x (race 2), 0.993x
+    // (Mixtral and Qwen3-30B T=4096); down 0.996-1.001x.
+    if (over.lean_a < 0 && c.sm90 == 2 && c.tma != 2) c.lean_a = 1;
+    if (over.lean_desc < 0 && c.sm90 == 2) c.lean_desc = 1;
     TC_CHECK_ARG(c.lean_desc == 0 || c.sm90 == 2, kOp, "lean_desc", "the warp-specialised kernel (sm90=2)",
                  c.str());
     TC_CHECK_ARG(c.lean_a == 0 || (c.sm90 == 2 && c.tma != 2), kOp, "lean_a",
