@@ -75,12 +75,13 @@ TEST(GpuMoeGroupedGemm, WarpSpecialisedKernel) {
 
 // Persistent CTAs (one per SM, several tiles each, the ring's phases running
 // on across tiles; tiles from a static walk or the dynamic counter) and one
-// CTA per tile, in both CTA orders, A gathered
+// CTA per tile, in every CTA order (groups of 8 row tiles, one row tile at a
+// time, the 2-D grid), A gathered
 // (cp.async) and contiguous (TMA).
 TEST(GpuMoeGroupedGemm, PersistentWarpSpecialisedKernel) {
   TC_REQUIRE_GPU();
   for (int persistent : {2, 1, 0})
-    for (int g : {8, 0})
+    for (int g : {8, 1, 0})
       for (const char* w : {"many-tiles", "many-tiles-contiguous"})
         EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w,
                                                    {{"sm90", 2}, {"persistent", persistent}, {"group_m", g}}),

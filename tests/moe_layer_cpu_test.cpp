@@ -1033,6 +1033,37 @@ TEST(MoeGroupedGemmCpu, GroupOrderConfig) {
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9, 132).group_m, 4);
 }
 
+// The gated projection of 64+ experts at up to two row tiles each, on single
+// CTAs, also one row tile at a time; not plain projections, not CTA pairs,
+// not few experts, not beyond two tiles per expert.
+TEST(MoeGroupedGemmCpu, GatedManyExpertsGroupOrder) {
+  const int64_t E = 128, K = 128, N = 128, M = 4 * 128 * E;
+  HostTensor a(DType::kBF16, {M, K}), w(DType::kBF16, {E, N, K}), out(DType::kBF16, {M, N}),
+      tiles(DType::kI32, {M / 128}), idx(DType::kI32, {M});
+  auto g = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view(), true);
+  const auto group = [&](int64_t rows, const ops::MoeGroupedGemmConfig& over = {}) {
+    g.rows_used = rows;
+    const auto c = ops::moe_grouped_gemm_config(g, over, 9, 132);
+    EXPECT_EQ(c.sm90, 2) << c.str();
+    return c.group_m;
+  };
+  EXPECT_EQ(group(2 * 128 * E), 1);      // two tiles per expert
+  EXPECT_EQ(group(85 * E), 1);           // 0.66 tiles (Kimi-K2 T=4096-like)
+  EXPECT_EQ(group(2 * 128 * E + 1), 8);  // past two tiles
+  EXPECT_EQ(group(0), 8);                // rows unknown
+  ops::MoeGroupedGemmConfig pairs;
+  pairs.cluster = 2;
+  EXPECT_EQ(group(128 * E, pairs), 8);
+  ops::MoeGroupedGemmConfig given;
+  given.group_m = 8;
+  EXPECT_EQ(group(128 * E, given), 8);
+  g.w_up.reset();  // a plain projection keeps groups of 8
+  EXPECT_EQ(group(128 * E), 8);
+  HostTensor w8(DType::kBF16, {8, N, K});
+  g = gathered_args(a.view(), w8.view(), out.view(), tiles.view(), idx.view(), true);
+  EXPECT_EQ(group(128 * 8), 8);  // 8 experts (Mixtral T=512-like)
+}
+
 TEST(MoeGroupedGemmCpu, PerRowScheduleConfig) {
   const int64_t E = 8, N = 2048, K = 768, T = 1, S = 8;
   HostTensor a(DType::kBF16, {T * S, K}), w(DType::kBF16, {E, N, K}), out(DType::kBF16, {T, N}),

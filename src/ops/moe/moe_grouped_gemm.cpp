@@ -795,6 +795,19 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
     c.multicast = c.cluster == 2 && over.multicast == 1 ? 1 : 0;
     // Pairs chosen here come with half_skip: their measured win had both.
     if (over.half_skip < 0 && over.cluster < 0 && c.cluster == 2) c.half_skip = 1;
+    // The gated projection of many experts (64 or more) holding at most two
+    // row tiles each, on single CTAs, also runs one row tile at a time.
+    // H200, session 35, against groups of 8 in one process (bench
+    // --vs-config gate_up_group_m=1): gate/up Kimi-K2 T=4096 (0.66 tiles per
+    // expert) 0.925x, Qwen3-235B T=4096 (2) 0.947x, Qwen3-30B T=4096 (2)
+    // 0.979-0.996x; where it lost, outside this rule: Mixtral T=512 (8
+    // experts, 1 tile) 1.161x, DeepSeek-V3 T=4096 (CTA pairs) 1.015x;
+    // Qwen3-30B T=16384 (8 tiles) 1.006x. The down projection lost or tied
+    // (Qwen3-30B T=4096 1.009x).
+    const int64_t experts = a.w.num_experts();
+    if (over.group_m < 0 && dual && c.cluster == 1 && experts >= 64 && a.rows_used > 0 &&
+        a.rows_used <= 2 * int64_t(c.block_m) * experts)
+      c.group_m = 1;
     const int stage = c.block_m * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2;
     // The warp-specialised kernel also holds 32 KB of epilogue staging.
     c.stages = over.stages ? over.stages : std::min(6, (c.sm90 == 2 ? 192 : 200) * 1024 / stage);
