@@ -504,6 +504,12 @@ TEST(MoeGroupedGemmCpu, CtaPairConfig) {
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "multicast", "2");
   over.multicast = 1, over.cluster = 1;
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "multicast", "cluster=1");
+  over.cluster = -1;  // pairs left to the choice: 2 experts get one CTA per tile
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "multicast",
+                  "one CTA per tile chosen");
+  over.sm90 = 0;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "multicast", "mma.sync");
+  over.sm90 = -1;
   over.multicast = -1, over.cluster = 2;
   over.tma = 0;  // multicast needs the weights by TMA
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "cluster", "tma=0");
@@ -546,7 +552,10 @@ TEST(MoeGroupedGemmCpu, PairsChosenAroundOneTilePerExpert) {
   over.half_skip = -1, over.cluster = 1;
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9, 132).cluster, 1);
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9, 132).half_skip, 0);
-  over.cluster = -1, over.tma = 0;  // pairs need the weights by TMA
+  over.cluster = -1, over.multicast = 1;  // multicast on chosen pairs
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9, 132).cluster, 2);
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9, 132).multicast, 1);
+  over.multicast = -1, over.tma = 0;  // pairs need the weights by TMA
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9, 132).cluster, 1);
   g.w_up.reset();  // the plain projection keeps one CTA per tile
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, none, 9, 132).cluster, 1);

@@ -425,7 +425,7 @@ int auto_k_splits(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c, in
 // per item.
 bool mma_overrides(const MoeGroupedGemmConfig& o) {
   return o.sm90 >= 1 || o.tma >= 1 || o.persistent >= 1 || o.k_splits > 1 || o.stages || o.warps_m || o.warps_n ||
-         o.tma_store >= 1 || o.cluster == 2;
+         o.tma_store >= 1 || o.cluster == 2 || o.multicast == 1;
 }
 
 // CTA pairs (cluster=2) by default: the gated projection on 128-row
@@ -630,8 +630,10 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   TC_CHECK_ARG(over.multicast >= -1 && over.multicast <= 1, kOp, "multicast",
                "1 (CTA pairs share weight boxes by multicast), 0 (each CTA loads its own) or -1 (choose)",
                std::to_string(over.multicast));
-  TC_CHECK_ARG(over.multicast != 1 || over.cluster == 2, kOp, "multicast", "multicast=1 only with cluster=2",
-               fmt::format("cluster={}", over.cluster));
+  // multicast=1 with the pairs given (cluster=2) or chosen (cluster=-1,
+  // checked once chosen, below).
+  TC_CHECK_ARG(over.multicast != 1 || over.cluster != 1, kOp, "multicast",
+               "multicast=1 only with CTA pairs (cluster=2, given or chosen)", "cluster=1");
   // What cluster=2 needs, for both kernels' checks below.
   constexpr const char* kPairsNeed = "CTA pairs only for the warp-specialised kernel with TMA weights (sm90=2, tma>=1)";
   c.cluster = 1;  // the warp-specialised kernel's choice below
@@ -649,10 +651,12 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   c.gemv = resolve_gemv(a, over, c.block_m);
   if (c.gemv == 1) {
     TC_CHECK_ARG(!mma_overrides(over), kOp, "gemv",
-                 "no sm90, tma, tma_store, persistent, k_splits, stages, warps or cluster override with gemv=1",
-                 fmt::format("sm90={} tma={} tma_store={} persistent={} k_splits={} stages={} warps={}x{} cluster={}",
+                 "no sm90, tma, tma_store, persistent, k_splits, stages, warps, cluster or multicast override with "
+                 "gemv=1",
+                 fmt::format("sm90={} tma={} tma_store={} persistent={} k_splits={} stages={} warps={}x{} cluster={} "
+                             "multicast={}",
                              over.sm90, over.tma, over.tma_store, over.persistent, over.k_splits, over.stages,
-                             over.warps_m, over.warps_n, over.cluster));
+                             over.warps_m, over.warps_n, over.cluster, over.multicast));
     c.sm90 = 0, c.stages = 0, c.warps_m = 1, c.warps_n = 8;
     c.block_n = gemv_block_n(a, over, c.block_m, sm_count);
     TC_CHECK_ARG(over.bulk >= -1 && over.bulk <= 1, kOp, "bulk",
@@ -792,6 +796,9 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
     TC_CHECK_ARG(over.cluster != 2 || (c.sm90 == 2 && c.tma >= 1), kOp, "cluster", kPairsNeed,
                  fmt::format("sm90={} tma={}", c.sm90, c.tma));
     c.cluster = over.cluster >= 1 ? over.cluster : pairs_by_default(a, c, dual) ? 2 : 1;
+    TC_CHECK_ARG(over.multicast != 1 || c.cluster == 2, kOp, "multicast",
+                 "multicast=1 only with CTA pairs (cluster=2, given or chosen)",
+                 fmt::format("one CTA per tile chosen for {}", c.str()));
     c.multicast = c.cluster == 2 && over.multicast == 1 ? 1 : 0;
     // Pairs chosen here come with half_skip: their measured win had both.
     if (over.half_skip < 0 && over.cluster < 0 && c.cluster == 2) c.half_skip = 1;
@@ -839,6 +846,8 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   // Gated: 64 gate + 64 up columns per tile; plain: 128 (64 when N is small).
   c.block_n = over.block_n ? over.block_n : (dual || N <= 64 ? 64 : 128);
   TC_CHECK_ARG(over.cluster != 2, kOp, "cluster", kPairsNeed, "the mma.sync kernel");
+  TC_CHECK_ARG(over.multicast != 1, kOp, "multicast", "CTA pairs (cluster=2) on the warp-specialised kernel",
+               "the mma.sync kernel");
   if (over.k_splits == 0) c.k_splits = auto_k_splits(a, c, sm_count);
   c.warps_m = over.warps_m ? over.warps_m : (c.block_m >= 128 ? 2 : 1);
   c.warps_n = over.warps_n ? over.warps_n : 4;
