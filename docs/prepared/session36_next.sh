@@ -12,13 +12,7 @@
 export O=$OUT; mkdir -p $O/l; export OUT=$O/l
 scripts/device_check.sh build > $OUT/main.log 2>&1; tail -1 $OUT/main.log
 B=build-device
-vs() {  # vs LOGNAME WORKLOAD SCOPES CONFIG
-  local name=$1 w=$2 scopes=$3 cfg=$4
-  timeout 100 $B/tilecraft bench --op fused_moe --workload "$w" --warmup 2 --repeat 10 --trials 1 \
-    --scopes "$scopes" --vs-config "$cfg" > $OUT/$name.log 2>&1
-  echo "== $name ($w, --vs-config $cfg): rc=$?"
-  grep -E "WRONG|ERROR|^    [a-z_]+@vs +median" $OUT/$name.log | sed -E 's/ +\(.*//' | sed -E 's/  +/ /g' | cut -c1-150
-}
+. scripts/vs_bench.sh
 vs dsv3_nopairs_g1 deepseek-v3-T4096 gate_up gate_up_cluster=1,gate_up_half_skip=0,gate_up_group_m=1
 vs kimi_pairs kimi-k2-T4096 gate_up gate_up_cluster=2,gate_up_half_skip=1
 for t in 2048 8192; do  # (--shape: these T are not manifest workloads; the models' E, H, I, K)
