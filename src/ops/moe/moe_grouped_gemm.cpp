@@ -604,6 +604,8 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   // or tied (Mixtral T=512, 128 rows per 128-row tile: 1157-1172 against
   // 1039-1042; DeepSeek-V3 T=4096 and Qwen3-30B T=4096 within 0.5%).
   const bool sparse_rows = a.rows_used > 0 && 2 * a.rows_used <= int64_t(c.block_m) * a.w.num_experts();
+  // (The warp-specialised kernel's gated projection of many experts may
+  // also choose 1: see there.)
   c.group_m = over.group_m >= 0 ? over.group_m : sparse_rows ? 1 : 8;
   TC_CHECK_ARG(c.group_m >= 0 && c.group_m <= 4096, kOp, "group_m", "0 (2-D grid) or 1..4096 row tiles per group",
                std::to_string(c.group_m));
@@ -897,8 +899,9 @@ jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const 
     return {"moe/grouped_gemv.cuh", "tc::moe::grouped_gemv_kernel",
             {in, out, std::to_string(c.block_m), std::to_string(c.block_n), gated, std::to_string(table)}, cfg, true};
   if (c.sm90 == 2 && (c.stagger > 0 || c.lean_a == 1 || c.lean_desc == 1)) {
-    // The A/B keys' template arguments, trailing ones left at their defaults
-    // dropped: the default kernels keep their names.
+    // The stagger and lean template arguments; trailing ones at the kernel
+    // template's defaults (0, false) are dropped, so those forms keep the
+    // names (and cache entries) they had before these keys existed.
     MoeGroupedGemmConfig plain = c;
     plain.stagger = plain.lean_a = plain.lean_desc = 0;
     jit::KernelSpec k = moe_grouped_gemm_kernel_spec(a, plain);
