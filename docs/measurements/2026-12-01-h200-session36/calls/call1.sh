@@ -8,7 +8,7 @@
 #     T=8192 (1 and 4 tiles per expert) against groups of 8.
 #   - ncu of race 2's lean gate/up (instructions per cycle beside session
 #     33's 1.40 for ours and 0.47 for cuBLAS's gate).
-# run(command="bash docs/prepared/session36_next.sh")
+# run(command="bash docs/measurements/2026-12-01-h200-session36/calls/call1.sh")
 export O=$OUT; mkdir -p $O/l; export OUT=$O/l
 scripts/device_check.sh build > $OUT/main.log 2>&1; tail -1 $OUT/main.log
 B=build-device
