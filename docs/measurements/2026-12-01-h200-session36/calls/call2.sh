@@ -13,7 +13,7 @@ for w in deepseek-v3-T512 deepseek-v3-T4096 qwen3-30b-a3b-T4096; do
     timeout 60 $B/tilecraft bench --op fused_moe --workload $w --warmup 2 --repeat 3 --trials 1 --scopes $s \
       --options release,trace > $OUT/trace_${w}_$s.log 2>&1; echo "== trace $w $s rc=$?"
     grep -E "^    $s +median" $OUT/trace_${w}_$s.log | cut -c1-80
-    python3 $C/tail.py $OUT/trace_${w}_$s.log | grep -A1 "grouped_gemm_sm90_ws" | tail -2
+    python3 $C/tail.py $OUT/trace_${w}_$s.log | cut -c1-230
   done
 done
 timeout 200 ncu --kernel-name-base demangled --kernel-name "regex:grouped_gemm_sm90_ws_kernel<__half, __half" \
