@@ -7,7 +7,7 @@ and the kernel's last end, as a fraction of the kernel's SM-time."""
 import re
 import sys
 
-head = re.compile(r"^\s+trace (\S+) \[(.*)\]")
+head = re.compile(r"^\s+trace (.+?) \[([^\]]*)\] \(its last launch")
 cta = re.compile(r"^\s+cta\s+(\d+) sm\s+(\d+):(.*)$")
 
 def report(name, ctas):
