@@ -177,6 +177,89 @@ TEST(GpuMoeGroupedGemm, LeanKeys) {
       << "many-tiles lean_a=1 lean_desc=1";
 }
 
+// fill_stores=1: rows tile_fill marks as padding are not stored. Against
+// the same kernel with every row stored: the real rows' bits are the same,
+// the padding rows keep the poison. Experts of 100, 17, 64 and 130 rows
+// (tiles with a padding tail, a 64-row block of padding, whole blocks);
+// gated with A gathered, plain with A by TMA (rows in layout order), 64-
+// and 128-row tiles, half_skip, CTA pairs, tiles from the counter and one
+// CTA per tile.
+TEST(GpuMoeGroupedGemm, FillStoresLeavePaddingRows) {
+  TC_REQUIRE_GPU();
+  const std::vector<int> rows{100, 17, 64, 130};
+  const int64_t T = 300, Kd = 256, N = 384, E = int64_t(rows.size());
+  DeviceTensor w(DType::kBF16, {E, N, Kd}), wu(DType::kBF16, {E, N, Kd}), x(DType::kBF16, {T, Kd});
+  harness::fill_uniform_device(w.view(), 31, 1, -0.5f, 0.5f, nullptr);
+  harness::fill_uniform_device(wu.view(), 31, 2, -0.5f, 0.5f, nullptr);
+  harness::fill_uniform_device(x.view(), 31, 3, -1.f, 1.f, nullptr);
+  rt::Stream s;
+  for (int bm : {64, 128}) {
+    // The layout: each expert's rows first in its tiles, then padding (-1).
+    std::vector<int32_t> fill, tiles;
+    for (int64_t e = 0; e < E; ++e) {
+      const int n = rows[size_t(e)], padded = (n + bm - 1) / bm * bm;
+      for (int r = 0; r < padded; ++r) fill.push_back(r < n ? int32_t((e * 37 + r * 11) % T) : -1);
+      for (int t = 0; t < padded / bm; ++t) tiles.push_back(int32_t(e));
+    }
+    const int64_t M = int64_t(fill.size());
+    HostTensor fill_h(DType::kI32, {M}), tiles_h(DType::kI32, {int64_t(tiles.size())});
+    std::memcpy(fill_h.data(), fill.data(), fill.size() * 4);
+    std::memcpy(tiles_h.data(), tiles.data(), tiles.size() * 4);
+    DeviceTensor fill_d = DeviceTensor::from_host(fill_h), tiles_d = DeviceTensor::from_host(tiles_h);
+    DeviceTensor a_rows(DType::kBF16, {M, Kd});  // A in layout order (the down projection's form)
+    harness::fill_uniform_device(a_rows.view(), 31, 4, -1.f, 1.f, nullptr);
+    for (bool gated : {true, false})
+      for (auto [cluster, persistent, skip] : {std::array{1, 2, 0}, std::array{1, 0, 1}, std::array{2, 2, 1}}) {
+        DeviceTensor out(DType::kBF16, {M, N});
+        ops::MoeGroupedGemmArgs g;
+        g.w.stacked = w.view();
+        if (gated) {
+          g.a = x.view();
+          g.a_index = fill_d.view();
+          g.w_up = ops::ExpertWeights{wu.view(), {}, ops::WeightLayout::kNK};
+        } else {
+          g.a = a_rows.view();
+        }
+        g.out = out.view();
+        g.tile_expert = tiles_d.view();
+        g.tile_fill = fill_d.view();
+        ops::MoeGroupedGemmOptions o;
+        o.config.sm90 = 2, o.config.block_m = bm, o.config.cluster = cluster;
+        o.config.persistent = persistent, o.config.half_skip = bm == 128 ? skip : 0;
+        const std::string what = fmt::format("bm={} gated={} cluster={} persistent={} half_skip={}", bm, gated,
+                                             cluster, persistent, o.config.half_skip);
+        o.config.fill_stores = 0;
+        out.fill_bytes(0xff);
+        ops::moe_grouped_gemm(g, s.get(), o);
+        s.sync();
+        const HostTensor want = out.to_host();
+        o.config.fill_stores = 1;
+        EXPECT_NE(ops::moe_grouped_gemm_config(g, o.config, 9).str().find("fill-stores"), std::string::npos) << what;
+        for (int rep = 0; rep < 2; ++rep) {
+          out.fill_bytes(0xa5);
+          ops::moe_grouped_gemm(g, s.get(), o);
+          s.sync();
+          const HostTensor got = out.to_host();
+          int64_t bad_real = 0, bad_pad = 0, real = 0;
+          const size_t row_bytes = size_t(N) * 2;
+          for (int64_t r = 0; r < M; ++r) {
+            const auto* gr = static_cast<const unsigned char*>(got.data()) + size_t(r) * row_bytes;
+            const auto* wr = static_cast<const unsigned char*>(want.data()) + size_t(r) * row_bytes;
+            if (fill[size_t(r)] >= 0) {
+              ++real;
+              bad_real += std::memcmp(gr, wr, row_bytes) != 0;
+            } else {
+              for (size_t b = 0; b < row_bytes; ++b) bad_pad += gr[b] != 0xa5;
+            }
+          }
+          EXPECT_EQ(real, 100 + 17 + 64 + 130) << what;
+          EXPECT_EQ(bad_real, 0) << what << ": real rows whose bits differ from every row stored, rep " << rep;
+          EXPECT_EQ(bad_pad, 0) << what << ": padding bytes written, rep " << rep;
+        }
+      }
+  }
+}
+
 // Split K on the mma.sync kernel: whole and ragged K slices, both layouts,
 // per-expert pointer tables (64 and 512 entries), scalar loads, empty experts.
 TEST(GpuMoeGroupedGemm, SplitK) {
@@ -598,6 +681,40 @@ TEST(GpuFusedMoe, HalfSkipKeepsTheBits) {
     ops::fused_moe(L.args(), L.params(), s.get(), &ws, skip);
     s.sync();
     EXPECT_TRUE(same_bits(want, L.out.to_host())) << "rep " << rep << ", " << half_empty << " half-empty tiles";
+  }
+}
+
+// Padding rows left unstored (fill_stores, chosen up to 4 row tiles per
+// expert) keep the layer's bits: against every row stored, eager twice and
+// from a graph, on 64-row tiles (25 rows per expert), 128-row tiles with
+// half-empty blocks (~150), and the default CTA pairs (256 experts at ~128).
+TEST(GpuFusedMoe, FillStoresKeepTheBits) {
+  TC_REQUIRE_GPU();
+  struct Case {
+    int64_t T, E, K;
+    uint64_t seed;
+  };
+  for (const Case c : {Case{200, 32, 4, 96}, Case{600, 16, 4, 95}, Case{4096, 256, 8, 94}}) {
+    Layer L(c.T, c.E, c.K, c.seed);
+    rt::Stream s;
+    ops::FusedMoeWorkspace ws;
+    ops::FusedMoeOptions all, fill;
+    all.gate_up.fill_stores = all.down.fill_stores = 0;
+    fill.gate_up.fill_stores = fill.down.fill_stores = 1;
+    ops::fused_moe(L.args(), L.params(), s.get(), &ws, all);
+    s.sync();
+    const HostTensor want = L.out.to_host();
+    for (int rep = 0; rep < 2; ++rep) {
+      L.out.fill_bytes(0xff);
+      ops::fused_moe(L.args(), L.params(), s.get(), &ws, fill);
+      s.sync();
+      EXPECT_TRUE(same_bits(want, L.out.to_host())) << "T=" << c.T << " E=" << c.E << ", rep " << rep;
+      L.out.fill_bytes(0xff);
+      ops::fused_moe(L.args(), L.params(), s.get(), &ws, {});  // the default chooses it here
+      s.sync();
+      EXPECT_TRUE(same_bits(want, L.out.to_host())) << "T=" << c.T << " E=" << c.E << " default, rep " << rep;
+    }
+    expect_graph_replays_bits(L, s, ws, fill, want, 2);
   }
 }
 

@@ -465,6 +465,60 @@ TEST(MoeGroupedGemmCpu, LeanAKernelsCompileWithoutSpills) {
                   "warpgroups=2");
 }
 
+// fill_stores (padding rows not stored): chosen with tile_fill given on the
+// warp-specialised kernel's tensor stores up to 4 row tiles per expert;
+// off without tile_fill, past 4 tiles, with the consumers' stores; refused
+// where it cannot run, naming what was chosen; its kernels (gated and plain,
+// A gathered and by TMA, 64- and 128-row tiles, pairs) compile for sm_90a
+// without spills, the key as the last template argument.
+TEST(MoeGroupedGemmCpu, FillStoresConfig) {
+  HostTensor a(DType::kBF16, {1024, 256}), w(DType::kBF16, {8, 512, 256}), idx(DType::kI32, {1024}),
+      out(DType::kBF16, {1024, 512}), tiles(DType::kI32, {8});
+  ops::MoeGroupedGemmArgs g = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view(), true);
+  ops::MoeGroupedGemmConfig over;
+  over.sm90 = 2, over.block_m = 128;
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).fill_stores, 0) << "no tile_fill";
+  over.fill_stores = 1;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "moe_grouped_gemm",
+                  "fill_stores", "tile_fill given");
+  g.tile_fill = idx.view();
+  over.fill_stores = -1;
+  g.rows_used = 4 * 128 * 8;  // 4 row tiles per expert: padding about an eighth
+  const auto on = ops::moe_grouped_gemm_config(g, over, 9);
+  EXPECT_EQ(on.fill_stores, 1);
+  EXPECT_NE(on.str().find("fill-stores"), std::string::npos) << on.str();
+  g.rows_used = 4 * 128 * 8 + 1;
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).fill_stores, 0) << "past 4 row tiles per expert";
+  over.fill_stores = 1;  // given: any rows per expert
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).fill_stores, 1);
+  over.tma_store = 0;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "fill_stores",
+                  "tma_store=1", "wgmma-ws");
+  over.tma_store = -1, over.sm90 = 0;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "fill_stores", "mma bm=");
+  over.sm90 = 2, over.fill_stores = 2;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "fill_stores", "2");
+  struct Form {
+    bool gated, gathered;
+    int block_m, cluster;
+  };
+  for (const Form f : {Form{true, true, 128, 1}, Form{true, true, 64, 1}, Form{false, false, 128, 1},
+                       Form{false, false, 64, 1}, Form{true, true, 128, 2}, Form{false, false, 64, 2}}) {
+    HostTensor t(DType::kI32, {1024 / f.block_m});
+    ops::MoeGroupedGemmArgs h = gathered_args(a.view(), w.view(), out.view(), t.view(), idx.view(), f.gated);
+    if (!f.gathered) h.a_index.reset();
+    h.tile_fill = idx.view();
+    ops::MoeGroupedGemmConfig o;
+    o.sm90 = 2, o.block_m = f.block_m, o.cluster = f.cluster, o.fill_stores = 1;
+    const auto c = ops::moe_grouped_gemm_config(h, o, 9);
+    SCOPED_TRACE(c.str());
+    const auto spec = ops::moe_grouped_gemm_kernel_spec(h, c);
+    ASSERT_EQ(spec.template_args.size(), 16u);
+    EXPECT_EQ(spec.template_args.back(), "true");  // FILL
+    expect_ws_kernel_clean(spec);
+  }
+}
+
 TEST(MoeGroupedGemmCpu, StaggerConfig) {
   HostTensor a(DType::kBF16, {1024, 256}), w(DType::kBF16, {2, 512, 256}), idx(DType::kI32, {1024}),
       out(DType::kBF16, {1024, 512}), tiles(DType::kI32, {8});

@@ -54,6 +54,11 @@ struct GroupedGemmParams {
   // on padding holds no rows: it skips its MMAs (its zeros are stored as
   // before), so the other half runs alone on the tensor cores.
   const int* tile_fill;
+  // [M] or null (warp-specialised kernel with tensor stores, compiled with
+  // FILL): negative entries mark padding rows, which are not stored (their
+  // outputs keep whatever was there). The same array as tile_fill where
+  // both are given.
+  const int* store_fill;
   // CTA pairs (CLUSTER = 2) only: != 0 lets a pair whose tiles read the same
   // weights load each weight box once and multicast it into both CTAs;
   // 0: each CTA loads its own boxes (the pair still runs in lockstep).

@@ -315,12 +315,29 @@ struct GroupedGemmSm90 {
     }
   }
 
+  static constexpr int kPer = 16 / kOutBytes;  // elements per staged chunk
+
+  // Chunk c of staged row r (staging at `buf`) to C's row `row`, columns
+  // `col`..; the caller checks row < M. Columns past N are left out.
+  static __device__ __forceinline__ void store_staged_chunk(const GroupedGemmParams& p, const char* buf, int r, int c,
+                                                            int row, int col) {
+    if (col >= p.N) return;
+    const uint4 v = *reinterpret_cast<const uint4*>(buf + staged_offset(r, c * 16));
+    OutT* dst = static_cast<OutT*>(p.c) + (long long)row * p.ldc + col;
+    if (p.ldc % kPer == 0 && col + kPer <= p.N) {  // rows start on 16 bytes (the base is 16-byte aligned)
+      *reinterpret_cast<uint4*>(dst) = v;
+    } else {
+      const OutT* e = reinterpret_cast<const OutT*>(&v);
+#pragma unroll
+      for (int k = 0; k < kPer; ++k)  // static indices keep v in registers
+        if (col + k < p.N) dst[k] = e[k];
+    }
+  }
+
   static __device__ __forceinline__ void store_tile_staged(const GroupedGemmParams& p, const float (&acc)[kB][kAcc],
                                                            int wg, int row0, int col0, char* buf, int bar) {
     const int tid = threadIdx.x % 128;
     const int rbase = row0 + (wg / kWgN) * 64, cbase = col0 + (wg % kWgN) * WN;
-    constexpr int kPer = 16 / kOutBytes;  // elements per chunk
-    const bool vec = p.ldc % kPer == 0;   // rows start on 16 bytes (the base is 16-byte aligned)
     float scale[2];
     row_scales(p, wg, row0, scale);
 #pragma unroll
@@ -331,18 +348,7 @@ struct GroupedGemmSm90 {
 #pragma unroll 4
       for (int i = 0; i < kChunks / 2; ++i) {
         const int idx = tid + 128 * i, r = idx / kChunks, c = idx % kChunks;
-        const int row = rbase + r, col = cbase + q * kPassCols + c * kPer;
-        if (row >= p.M || col >= p.N) continue;
-        const uint4 v = *reinterpret_cast<const uint4*>(buf + staged_offset(r, c * 16));
-        OutT* dst = static_cast<OutT*>(p.c) + (long long)row * p.ldc + col;
-        if (vec && col + kPer <= p.N) {
-          *reinterpret_cast<uint4*>(dst) = v;
-        } else {
-          const OutT* e = reinterpret_cast<const OutT*>(&v);
-#pragma unroll
-          for (int k = 0; k < kPer; ++k)  // static indices keep v in registers
-            if (col + k < p.N) dst[k] = e[k];
-        }
+        if (rbase + r < p.M) store_staged_chunk(p, buf, r, c, rbase + r, cbase + q * kPassCols + c * kPer);
       }
     }
   }

@@ -87,9 +87,21 @@ __device__ __forceinline__ void bulk_wait_read() {
 }
 // ... and have completed.
 __device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+// Named barrier `bar` over 128 threads (a warpgroup) that also returns
+// whether `v` held in all of them.
+__device__ __forceinline__ bool bar_red_and(int bar, bool v) {
+  unsigned r;
+  asm volatile(
+      "{\n .reg .pred p, q;\n setp.ne.u32 q, %1, 0;\n bar.red.and.pred p, %2, 128, q;\n selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(r)
+      : "r"(unsigned(v)), "r"(bar)
+      : "memory");
+  return r != 0;
+}
 
 template <typename T, typename OutT, int BM, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE, bool TMA,
-          bool TMA_A, bool TMA_C, int CLUSTER, int STAGGER = 0, bool LEAN_A = false, bool LEAN_DESC = false>
+          bool TMA_A, bool TMA_C, int CLUSTER, int STAGGER = 0, bool LEAN_A = false, bool LEAN_DESC = false,
+          bool FILL = false>
 struct GroupedGemmSm90Ws {
   static_assert(TMA || !TMA_A, "A by TMA only with the weights by TMA");
   static_assert(CLUSTER == 1 || (CLUSTER == 2 && TMA), "CTA pairs share weights by TMA multicast only");
@@ -112,6 +124,16 @@ struct GroupedGemmSm90Ws {
   // the ring's address, which the compiler re-derives from the CTA's
   // cluster id and the shared window every k-step (session 34's SASS: ~60
   // instructions per consumer warp per k-step around its 4 MMAs).
+  // FILL (tensor stores, p.store_fill given): rows marked padding are not
+  // stored. A warpgroup's 64-row block goes out by tensor stores only when
+  // every row of it is real; otherwise its consumers store the real rows
+  // from the staging themselves. Each consumer thread loads its row's mark
+  // when the tile starts (the load's latency under the mainloop) and the
+  // warpgroup ANDs them at the epilogue (bar.red). Padding rows are never
+  // read downstream (the combine reads real rows; a padding row of A only
+  // reaches the same padding row of C), yet at 16 rows per 64-row tile they
+  // were 3/4 of every tile's stores: DRAM writes beside a read-bound stream.
+  static_assert(!FILL || TMA_C, "FILL is the tensor-store epilogue's");
   // The fused combine needs the producer's idle warps (A by TMA, one thread
   // issues every copy), tensor stores (their completion is what a row tile
   // publishes) and one CTA per cluster; the host passes comb_sync only then.
@@ -373,13 +395,21 @@ struct GroupedGemmSm90Ws {
   // With `extra` (kHoldSlot: the tile's last ring slot, held back from the
   // producer), odd passes stage there, so pass 1 need not wait for pass 0's
   // stores to have read `buf`: that wait stalled every 2-pass tile mid-epilogue.
+  // row_real (FILL): this thread's row of the block, rbase + tid % 64, is real.
   static __device__ __forceinline__ void store_tile_tma(const Launch& L, const float (&acc)[kB][kAcc], int wg,
-                                                        int row0, int col0, char* buf, char* extra, int bar) {
+                                                        int row0, int col0, char* buf, char* extra, int bar,
+                                                        bool row_real = true) {
     using B = Base;
     const bool leader = threadIdx.x % 128 == 0;
     const int rbase = row0 + (wg / B::kWgN) * 64, cbase = col0 + (wg % B::kWgN) * B::WN;
     float scale[2];
     B::row_scales(L.p, wg, row0, scale);
+    bool whole = true;       // every row real: tensor stores
+    unsigned real_mask = 0;  // else: rows 32 * (warp % 2) + i of this warp's half with bit i set
+    if constexpr (FILL) {
+      whole = bar_red_and(bar, row_real);
+      real_mask = __ballot_sync(0xffffffffu, row_real);
+    }
 #pragma unroll
     for (int q = 0; q < B::WN / B::kPassCols; ++q) {
       char* dst = extra && (q & 1) ? extra : buf;
@@ -395,11 +425,22 @@ struct GroupedGemmSm90Ws {
       B::stage_pass(L.p, acc, q, scale, smem_addr(dst));
       fence_async_shared();  // generic-proxy writes, then the tensor stores read them
       B::named_sync(bar);
-      if (leader) {
+      if (whole) {
+        if (leader) {
 #pragma unroll
-        for (int blk = 0; blk < B::kRowBytes / 128; ++blk)
-          tma_store_3d(&L.c_map, dst + blk * 8192, cbase + q * B::kPassCols + blk * (128 / B::kOutBytes), rbase, 0);
-        bulk_commit();
+          for (int blk = 0; blk < B::kRowBytes / 128; ++blk)
+            tma_store_3d(&L.c_map, dst + blk * 8192, cbase + q * B::kPassCols + blk * (128 / B::kOutBytes), rbase, 0);
+          bulk_commit();
+        }
+      } else if constexpr (FILL) {
+        // Warps w and w + 2 share the 32 rows whose marks warp w holds; the
+        // next pass's barrier orders these reads before the staging is rewritten.
+        const int warp = (threadIdx.x % 128) / 32, half = 32 * (warp & 1);
+        for (int i = (warp >> 1) * 32 + int(threadIdx.x % 32); i < 32 * B::kChunks; i += 64) {
+          const int r = i / B::kChunks, c = i % B::kChunks;
+          if ((real_mask >> r) & 1u)
+            B::store_staged_chunk(L.p, dst, half + r, c, rbase + half + r, cbase + q * B::kPassCols + c * B::kPer);
+        }
       }
     }
   }
@@ -601,6 +642,11 @@ struct GroupedGemmSm90Ws {
       // keeps the ring's protocol: it waits for each stage and releases it.
       // So does a pair's rank without a tile.
       const bool live = mine && (BM != 128 || !p.tile_fill || p.tile_fill[w.tile.row0 + 64 * cw] >= 0);
+      int mark = 0;  // FILL: p.store_fill of this thread's row in the epilogue's block (see store_tile_tma)
+      if constexpr (FILL) {
+        const int row = w.tile.row0 + (cw / Base::kWgN) * 64 + int(threadIdx.x % 64);
+        if (mine) mark = row < p.M ? __ldg(p.store_fill + row) : -1;
+      }
       for (int t = 0; t < kt; ++t, ++g) {
         const unsigned s = g % STAGES;
         // LEAN_DESC: the stage's offset broadcast (the compiler then adds the
@@ -637,7 +683,8 @@ struct GroupedGemmSm90Ws {
           held = int((g - 1) % STAGES);
           extra = smem + held * kStageBytes + cw * Base::kStagingBytes;
         }
-        store_tile_tma(L, acc, cw, w.tile.row0, w.tile.col0, staging + cw * Base::kStagingBytes, extra, 2 + cw);
+        store_tile_tma(L, acc, cw, w.tile.row0, w.tile.col0, staging + cw * Base::kStagingBytes, extra, 2 + cw,
+                       mark >= 0);
       } else
         Base::store_tile_staged(p, acc, cw, w.tile.row0, w.tile.col0, staging + cw * Base::kStagingBytes, 2 + cw);
     }
@@ -664,12 +711,13 @@ struct GroupedGemmSm90Ws {
 // 6; 6 - 5 is its last tile. (None while accumulators are live: the
 // consumers are at their register limit.)
 template <typename T, typename OutT, int BM, int BN, int STAGES, int LAYOUT, bool DUAL, int TABLE, bool TMA,
-          bool TMA_A, bool TMA_C, int CLUSTER, int STAGGER = 0, bool LEAN_A = false, bool LEAN_DESC = false>
+          bool TMA_A, bool TMA_C, int CLUSTER, int STAGGER = 0, bool LEAN_A = false, bool LEAN_DESC = false,
+          bool FILL = false>
 __global__ void __launch_bounds__(384, 1)
     grouped_gemm_sm90_ws_kernel(const __grid_constant__ typename GroupedGemmLaunchOf<TMA, TABLE ? TABLE : 1>::type L) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   GroupedGemmSm90Ws<T, OutT, BM, BN, STAGES, LAYOUT, DUAL, TABLE, TMA, TMA_A, TMA_C, CLUSTER, STAGGER, LEAN_A,
-                    LEAN_DESC>::run(L);
+                    LEAN_DESC, FILL>::run(L);
 #endif
 }
 

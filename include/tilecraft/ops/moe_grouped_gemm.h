@@ -174,6 +174,14 @@ struct MoeGroupedGemmConfig {
   // from the stage's address every k-step. A kernel parameter; -1 =
   // choose (1 on the warp-specialised kernel).
   int lean_desc = -1;
+  // Warp-specialised kernel with tensor stores (tma_store=1), tile_fill
+  // given and no fused combine: 1 = rows tile_fill marks as padding are not
+  // stored (their outputs keep whatever was there; a 64-row block with
+  // padding goes out by the consumers' own stores of its real rows), 0 =
+  // every row of every tile is stored, -1 = choose (1 up to 4 row tiles
+  // per expert on average, where padding is an eighth of the rows or more).
+  // A kernel parameter.
+  int fill_stores = -1;
   // Decode combine kernel with schedule_settled: 1 = also hand each slot's
   // first weights to the L2 before the grid wait (within half the L2),
   // 0 = only read the first item's slots there, -1 = choose (0: on the H200

@@ -206,19 +206,20 @@ std::string MoeGroupedGemmConfig::str() const {
   if (gemv == 1) return fmt::format("gemv bm={} cols={} rows/pass<=4", block_m, block_n);
   if (sm90 == 1) return fmt::format("wgmma bm={} bn={} bk={} stages={} warpgroups=2", block_m, block_n, kBK, stages);
   if (sm90 == 2)
-    return fmt::format("wgmma-ws bm={} bn={} bk={} stages={} warpgroups=1+2{}{}{}{}{}{}{}", block_m, block_n, kBK, stages,
+    return fmt::format("wgmma-ws bm={} bn={} bk={} stages={} warpgroups=1+2{}{}{}{}{}{}{}{}", block_m, block_n, kBK, stages,
                        tma == 2 ? " tma-a+weights" : tma == 1 ? " tma-weights" : "", tma_store == 1 ? " tma-store" : "",
                        persistent == 2 ? " persistent-dynamic" : persistent == 1 ? " persistent" : "",
                        cluster == 2 ? (multicast == 1 ? " cta-pairs-multicast" : " cta-pairs") : "",
                        stagger > 0 ? fmt::format(" stagger={}", stagger) : "", lean_a == 1 ? " lean-a" : "",
-                       lean_desc == 1 ? " lean-desc" : "");
+                       lean_desc == 1 ? " lean-desc" : "", fill_stores == 1 ? " fill-stores" : "");
   return fmt::format("mma bm={} bn={} bk={} stages={} warps={}x{}{}", block_m, block_n, kBK, stages, warps_m, warps_n,
                      k_splits > 1 ? fmt::format(" split-k={}", k_splits) : "");
 }
 
 const char* moe_grouped_gemm_config_keys() {
   return "block_m, block_n, stages, warps_m, warps_n, sm90, tma, persistent, k_splits, group_m, gemv, tma_store, "
-         "half_skip, prefetch, preload, carveout, balance, bulk, bulk_cols, cluster, multicast, stagger, lean_a, lean_desc";
+         "half_skip, prefetch, preload, carveout, balance, bulk, bulk_cols, cluster, multicast, stagger, lean_a, lean_desc, "
+         "fill_stores";
 }
 
 bool is_moe_grouped_gemm_config_key(const std::string& key) {
@@ -256,6 +257,7 @@ void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, 
   else if (key == "stagger") c.stagger = value;
   else if (key == "lean_a") c.lean_a = value;
   else if (key == "lean_desc") c.lean_desc = value;
+  else if (key == "fill_stores") c.fill_stores = value;
   else
     throw_arg_error(ErrorKind::kInvalidArgument, op, arg, std::string("keys ") + moe_grouped_gemm_config_keys(),
                     "'" + key + "'");
@@ -650,6 +652,11 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                "0 (descriptors per k-step), 1 (stage 0's once, then adds) or -1 (choose)",
                std::to_string(over.lean_desc));
   c.lean_desc = over.lean_desc == 1 ? 1 : 0;
+  TC_CHECK_ARG(over.fill_stores >= -1 && over.fill_stores <= 1, kOp, "fill_stores",
+               "0 (every row stored), 1 (padding rows not stored) or -1 (choose)", std::to_string(over.fill_stores));
+  c.fill_stores = 0;  // (chosen on the warp-specialised kernel below)
+  constexpr const char* kFillNeed =
+      "the warp-specialised kernel with tensor stores (sm90=2, tma_store=1), tile_fill given, no fused combine";
   c.gemv = resolve_gemv(a, over, c.block_m);
   if (c.gemv == 1) {
     TC_CHECK_ARG(!mma_overrides(over), kOp, "gemv",
@@ -714,6 +721,7 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
     TC_CHECK_ARG(c.stagger == 0, kOp, "stagger", "the warp-specialised kernel (sm90=2)", c.str());
     TC_CHECK_ARG(c.lean_a == 0, kOp, "lean_a", "the warp-specialised kernel (sm90=2)", c.str());
     TC_CHECK_ARG(c.lean_desc == 0, kOp, "lean_desc", "the warp-specialised kernel (sm90=2)", c.str());
+    TC_CHECK_ARG(over.fill_stores < 1, kOp, "fill_stores", kFillNeed, c.str());
     return c;
   }
   TC_CHECK_ARG(over.preload < 1, kOp, "preload", "the decode combine kernel (gemv=1 with combine)",
@@ -843,6 +851,15 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                  c.str());
     TC_CHECK_ARG(c.lean_a == 0 || (c.sm90 == 2 && c.tma != 2), kOp, "lean_a",
                  "the warp-specialised kernel with A gathered by cp.async (not tma=2)", c.str());
+    // Padding rows left unstored where they are an eighth of the rows or
+    // more: at 16 rows per 64-row tile (DeepSeek-V3 T=512) they were 3/4 of
+    // each tile's stores, DRAM writes beside a stream bound by its reads.
+    const bool fill_ok = c.sm90 == 2 && c.tma_store == 1 && a.tile_fill && !a.combine_into;
+    TC_CHECK_ARG(over.fill_stores < 1 || fill_ok, kOp, "fill_stores", kFillNeed, c.str());
+    c.fill_stores = fill_ok && (over.fill_stores == 1 || (over.fill_stores < 0 && a.rows_used > 0 &&
+                                                          a.rows_used <= 4 * int64_t(c.block_m) * a.w.num_experts()))
+                        ? 1
+                        : 0;
     return c;
   }
   // Gated: 64 gate + 64 up columns per tile; plain: 128 (64 when N is small).
@@ -875,6 +892,7 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   TC_CHECK_ARG(c.stagger == 0, kOp, "stagger", "the warp-specialised kernel (sm90=2)", c.str());
   TC_CHECK_ARG(c.lean_a == 0, kOp, "lean_a", "the warp-specialised kernel (sm90=2)", c.str());
   TC_CHECK_ARG(c.lean_desc == 0, kOp, "lean_desc", "the warp-specialised kernel (sm90=2)", c.str());
+  TC_CHECK_ARG(over.fill_stores < 1, kOp, "fill_stores", kFillNeed, c.str());
   return c;
 }
 
@@ -898,15 +916,15 @@ jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const 
   if (c.gemv == 1)
     return {"moe/grouped_gemv.cuh", "tc::moe::grouped_gemv_kernel",
             {in, out, std::to_string(c.block_m), std::to_string(c.block_n), gated, std::to_string(table)}, cfg, true};
-  if (c.sm90 == 2 && (c.stagger > 0 || c.lean_a == 1 || c.lean_desc == 1)) {
+  if (c.sm90 == 2 && (c.stagger > 0 || c.lean_a == 1 || c.lean_desc == 1 || c.fill_stores == 1)) {
     // The stagger and lean template arguments; trailing ones at the kernel
     // template's defaults (0, false) are dropped, so those forms keep the
     // names (and cache entries) they had before these keys existed.
     MoeGroupedGemmConfig plain = c;
-    plain.stagger = plain.lean_a = plain.lean_desc = 0;
+    plain.stagger = plain.lean_a = plain.lean_desc = plain.fill_stores = 0;
     jit::KernelSpec k = moe_grouped_gemm_kernel_spec(a, plain);
     std::vector<std::string> extra{std::to_string(c.stagger), c.lean_a == 1 ? "true" : "false",
-                                   c.lean_desc == 1 ? "true" : "false"};
+                                   c.lean_desc == 1 ? "true" : "false", c.fill_stores == 1 ? "true" : "false"};
     while (extra.back() == "false") extra.pop_back();
     k.template_args.insert(k.template_args.end(), extra.begin(), extra.end());
     k.config = cfg;
@@ -1070,9 +1088,11 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   const int smem_limit = bulk.fits         ? int(kBulkSmemBytes)
                          : combine_kernel ? int(moe_grouped_gemm_max_preload_bytes)
                                           : smem;
-  // (the code's 64 bits are taken: one cache per stagger 0..3, lean_a and lean_desc)
-  static jit::OpKernelCache kernels[16];
-  const jit::Launchable& k = kernels[(c.stagger & 3) | (c.lean_a == 1 ? 4 : 0) | (c.lean_desc == 1 ? 8 : 0)].get(
+  // (the code's 64 bits are taken: one cache per stagger 0..3, lean_a, lean_desc and fill_stores)
+  static jit::OpKernelCache kernels[32];
+  const jit::Launchable& k = kernels[(c.stagger & 3) | (c.lean_a == 1 ? 4 : 0) | (c.lean_desc == 1 ? 8 : 0) |
+                                     (c.fill_stores == 1 ? 16 : 0)]
+                                 .get(
       code, o.compile, a.a.device.index, [&] { return moe_grouped_gemm_kernel_spec(a, c); },
       [smem_limit, carveout = c.carveout == 1](const jit::Launchable& l) {
         TC_DRV(cuFuncSetAttribute, l.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem_limit);
@@ -1098,6 +1118,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   p.group_m = c.group_m;
   p.a_repeat = int(a.a_repeat), p.combine = int(a.combine);
   p.tile_fill = a.tile_fill && c.half_skip != 0 ? a.tile_fill->ptr<int>() : nullptr;
+  p.store_fill = c.fill_stores == 1 ? a.tile_fill->ptr<int>() : nullptr;
   p.multicast = c.multicast;
   if (a.schedule_settled && c.gemv == 1 && a.combine > 1) {
     // Settled: the slots before the grid wait (-1), and with prefetch=1 the
