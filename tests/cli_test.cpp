@@ -188,6 +188,29 @@ TEST(Cli, BenchVsKernels) {
   EXPECT_NE(r.out.find("moe/reduce_fused_params.cuh"), std::string::npos) << r.out;
 }
 
+// TILECRAFT_KERNEL_DIR swaps in another tree's kernel headers for the whole
+// process: a copy of this build's compiles; a tree whose parameter headers
+// differ (kernels that would read the host's launch structs at other
+// offsets) is refused, naming the variable and the header.
+TEST(Cli, KernelDirEnvChecksParameterHeaders) {
+  namespace fs = std::filesystem;
+  const std::string same = tilecraft::test::temp_dir("env_kernels_same"),
+                    params = tilecraft::test::temp_dir("env_kernels_params");
+  for (const auto& s : tilecraft::jit::embedded_sources())
+    for (const std::string& dir : {same, params}) {
+      const fs::path p = fs::path(dir) / s.path;
+      fs::create_directories(p.parent_path());
+      std::ofstream(p) << s.text << (dir == params && std::string(s.path) == "moe/reduce_fused_params.cuh" ? "\n" : "");
+    }
+  auto r = run("compile --op moe_reduce_fused --workload tiny", "TILECRAFT_KERNEL_DIR=" + same);
+  EXPECT_EQ(r.rc, 0) << r.out;
+  r = run("compile --op moe_reduce_fused --workload tiny", "TILECRAFT_KERNEL_DIR=" + params);
+  EXPECT_EQ(r.rc, 1) << r.out;  // (compile names each kernel's error, then exits 1)
+  EXPECT_EQ(r.out.find("(0 errors)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("TILECRAFT_KERNEL_DIR"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("moe/reduce_fused_params.cuh"), std::string::npos) << r.out;
+}
+
 TEST(Cli, MissingGpuExits3) {
   // An empty CUDA_VISIBLE_DEVICES hides every GPU, so this runs on GPU machines too.
   auto r = run("test --backend cuda --workload tiny", "CUDA_VISIBLE_DEVICES=");

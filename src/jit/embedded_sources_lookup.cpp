@@ -46,11 +46,49 @@ std::unique_ptr<DirSources> read_dir(const std::string& dir) {
   for (size_t i = 0; i < d->paths.size(); ++i) d->list.push_back({d->paths[i].c_str(), d->texts[i].c_str()});
   return d;
 }
+
+const EmbeddedSource* find_in(const std::vector<EmbeddedSource>& set, std::string_view path) {
+  for (const auto& s : set)
+    if (path == s.path) return &s;
+  return nullptr;
+}
+
+// The parameter headers (*params.cuh: the structs the host fills and the
+// kernels read) present in one set and absent or different in the other.
+std::vector<std::string> differing_params(const std::vector<EmbeddedSource>& a, const std::vector<EmbeddedSource>& b) {
+  const auto is_params = [](std::string_view p) {
+    constexpr std::string_view kEnd = "params.cuh";
+    return p.size() >= kEnd.size() && p.substr(p.size() - kEnd.size()) == kEnd;
+  };
+  std::set<std::string> out;
+  for (const auto& s : a)
+    if (is_params(s.path)) {
+      const EmbeddedSource* other = find_in(b, s.path);
+      if (!other || std::string_view(other->text) != s.text) out.insert(s.path);
+    }
+  for (const auto& s : b)
+    if (is_params(s.path) && !find_in(a, s.path)) out.insert(s.path);
+  return {out.begin(), out.end()};
+}
 }  // namespace
 
 const std::vector<EmbeddedSource>& kernel_sources() {
   static const bool from_env = [] {
-    if (const char* d = std::getenv("TILECRAFT_KERNEL_DIR"); d && *d) active_dir() = read_dir(d);
+    if (const char* d = std::getenv("TILECRAFT_KERNEL_DIR"); d && *d) {
+      // Kernels compiled from another tree read this build's launch structs:
+      // a tree whose parameter headers differ would read them at other
+      // offsets (wrong pointers, not an error), so it is refused.
+      std::unique_ptr<DirSources> dir = read_dir(d);
+      const std::vector<std::string> differ = differing_params(embedded_sources(), dir->list);
+      if (!differ.empty()) {
+        std::string names;
+        for (const auto& n : differ) names += (names.empty() ? "" : ", ") + n;
+        throw_arg_error(ErrorKind::kInvalidArgument, "jit", "TILECRAFT_KERNEL_DIR",
+                        "kernel headers whose parameter headers (*params.cuh) equal this build's",
+                        "'" + std::string(d) + "', where " + names + " differ");
+      }
+      active_dir() = std::move(dir);
+    }
     return true;
   }();
   (void)from_env;
@@ -91,27 +129,13 @@ std::string kernel_sources_sha256(const std::string& dir) {
 }
 
 std::vector<std::string> params_headers_differing(const std::string& dir) {
-  const auto is_params = [](std::string_view p) {
-    constexpr std::string_view kEnd = "params.cuh";
-    return p.size() >= kEnd.size() && p.substr(p.size() - kEnd.size()) == kEnd;
-  };
-  std::set<std::string> out;
-  for (const auto& s : kernel_sources())
-    if (is_params(s.path)) {
-      const EmbeddedSource* other = find_embedded(s.path, dir);
-      if (!other || std::string_view(other->text) != s.text) out.insert(s.path);
-    }
-  for (const auto& s : kernel_sources(dir))
-    if (is_params(s.path) && !find_embedded(s.path)) out.insert(s.path);
-  return {out.begin(), out.end()};
+  return differing_params(kernel_sources(), kernel_sources(dir));
 }
 
 const EmbeddedSource* find_embedded(std::string_view path) { return find_embedded(path, ""); }
 
 const EmbeddedSource* find_embedded(std::string_view path, const std::string& dir) {
-  for (const auto& s : kernel_sources(dir))
-    if (path == s.path) return &s;
-  return nullptr;
+  return find_in(kernel_sources(dir), path);
 }
 
 namespace {
