@@ -80,6 +80,8 @@ struct MoeGroupedGemmArgs {
   // warp-specialised kernel then skips the MMAs of a 64-row half of a
   // 128-row tile that starts on padding (MoeGroupedGemmConfig::half_skip);
   // the outputs are the same bits. The layer passes it to both projections.
+  // With fill_stores (chosen where padding is common) padding rows are not
+  // stored at all: their outputs are then unspecified.
   std::optional<TensorView> tile_fill;
   // The weighted combine fused in (the layer's down projection): out keeps
   // its rows, and into.out[t] = sum over k, in order, of weights[t, k] *
