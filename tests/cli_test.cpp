@@ -24,6 +24,19 @@ Result run(const std::string& args, const std::string& env = "") {
   int status = pclose(p.release());
   return {WEXITSTATUS(status), out};
 }
+// A copy of this build's kernel headers in a new temp dir named `name`; with
+// `edit_params`, moe/reduce_fused_params.cuh gains a line (a parameter
+// header that differs).
+std::string kernel_tree_copy(const std::string& name, bool edit_params) {
+  namespace fs = std::filesystem;
+  const std::string dir = tilecraft::test::temp_dir(name);
+  for (const auto& s : tilecraft::jit::embedded_sources()) {
+    const fs::path p = fs::path(dir) / s.path;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << s.text << (edit_params && std::string(s.path) == "moe/reduce_fused_params.cuh" ? "\n" : "");
+  }
+  return dir;
+}
 }  // namespace
 
 TEST(Cli, UsageErrorsExit2NamingTheFlag) {
@@ -143,15 +156,8 @@ TEST(Cli, BenchVsConfig) {
 // copy of this build's); refused where the directory is missing or its
 // parameter headers differ from this build's.
 TEST(Cli, CompileOptionsKernelDir) {
-  namespace fs = std::filesystem;
-  const std::string same = tilecraft::test::temp_dir("opt_kernels_same"),
-                    params = tilecraft::test::temp_dir("opt_kernels_params");
-  for (const auto& s : tilecraft::jit::embedded_sources())
-    for (const std::string& dir : {same, params}) {
-      const fs::path p = fs::path(dir) / s.path;
-      fs::create_directories(p.parent_path());
-      std::ofstream(p) << s.text << (dir == params && std::string(s.path) == "moe/reduce_fused_params.cuh" ? "\n" : "");
-    }
+  const std::string same = kernel_tree_copy("opt_kernels_same", false),
+                    params = kernel_tree_copy("opt_kernels_params", true);
   const std::string cache = "TILECRAFT_CACHE_DIR=" + tilecraft::test::temp_dir("opt_kernels_cache");
   auto r = run("compile --op moe_reduce_fused --workload tiny --options release,kernels=" + same, cache);
   EXPECT_EQ(r.rc, 0) << r.out;
@@ -169,15 +175,8 @@ TEST(Cli, CompileOptionsKernelDir) {
 // the first; a directory whose parameter headers differ is refused.
 TEST(Cli, BenchVsKernels) {
   TC_REQUIRE_GPU();
-  namespace fs = std::filesystem;
-  const std::string same = tilecraft::test::temp_dir("vs_kernels_same"),
-                    params = tilecraft::test::temp_dir("vs_kernels_params");
-  for (const auto& s : tilecraft::jit::embedded_sources())
-    for (const std::string& dir : {same, params}) {
-      const fs::path p = fs::path(dir) / s.path;
-      fs::create_directories(p.parent_path());
-      std::ofstream(p) << s.text << (dir == params && std::string(s.path) == "moe/reduce_fused_params.cuh" ? "\n" : "");
-    }
+  const std::string same = kernel_tree_copy("vs_kernels_same", false),
+                    params = kernel_tree_copy("vs_kernels_params", true);
   auto r = run("bench --op moe_reduce_fused --workload tiny --warmup 0 --repeat 3 --vs-kernels " + same);
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("    vs: kernels of " + same), std::string::npos) << r.out;
@@ -193,15 +192,8 @@ TEST(Cli, BenchVsKernels) {
 // differ (kernels that would read the host's launch structs at other
 // offsets) is refused, naming the variable and the header.
 TEST(Cli, KernelDirEnvChecksParameterHeaders) {
-  namespace fs = std::filesystem;
-  const std::string same = tilecraft::test::temp_dir("env_kernels_same"),
-                    params = tilecraft::test::temp_dir("env_kernels_params");
-  for (const auto& s : tilecraft::jit::embedded_sources())
-    for (const std::string& dir : {same, params}) {
-      const fs::path p = fs::path(dir) / s.path;
-      fs::create_directories(p.parent_path());
-      std::ofstream(p) << s.text << (dir == params && std::string(s.path) == "moe/reduce_fused_params.cuh" ? "\n" : "");
-    }
+  const std::string same = kernel_tree_copy("env_kernels_same", false),
+                    params = kernel_tree_copy("env_kernels_params", true);
   auto r = run("compile --op moe_reduce_fused --workload tiny", "TILECRAFT_KERNEL_DIR=" + same);
   EXPECT_EQ(r.rc, 0) << r.out;
   r = run("compile --op moe_reduce_fused --workload tiny", "TILECRAFT_KERNEL_DIR=" + params);
