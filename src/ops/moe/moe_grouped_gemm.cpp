@@ -206,7 +206,8 @@ std::string MoeGroupedGemmConfig::str() const {
   if (gemv == 1) return fmt::format("gemv bm={} cols={} rows/pass<=4", block_m, block_n);
   if (sm90 == 1) return fmt::format("wgmma bm={} bn={} bk={} stages={} warpgroups=2", block_m, block_n, kBK, stages);
   if (sm90 == 2)
-    return fmt::format("wgmma-ws bm={} bn={} bk={} stages={} warpgroups=1+2{}{}{}{}{}{}{}{}", block_m, block_n, kBK, stages,
+    return fmt::format("wgmma-ws bm={} bn={} bk={} stages={} warpgroups=1+2{}{}{}{}{}{}{}{}", block_m, block_n, kBK,
+                       stages,
                        tma == 2 ? " tma-a+weights" : tma == 1 ? " tma-weights" : "", tma_store == 1 ? " tma-store" : "",
                        persistent == 2 ? " persistent-dynamic" : persistent == 1 ? " persistent" : "",
                        cluster == 2 ? (multicast == 1 ? " cta-pairs-multicast" : " cta-pairs") : "",
