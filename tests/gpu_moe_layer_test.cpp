@@ -226,8 +226,8 @@ TEST(GpuMoeGroupedGemm, FillStoresLeavePaddingRows) {
         ops::MoeGroupedGemmOptions o;
         o.config.sm90 = 2, o.config.block_m = bm, o.config.cluster = cluster;
         o.config.persistent = persistent, o.config.half_skip = bm == 128 ? skip : 0;
-        const std::string what = fmt::format("bm={} gated={} cluster={} persistent={} half_skip={}", bm, gated,
-                                             cluster, persistent, o.config.half_skip);
+        const std::string what = fmt::format("bm={} gated={} cluster={} persistent={} half_skip={}", bm, gated, cluster,
+                                             persistent, o.config.half_skip);
         o.config.fill_stores = 0;
         out.fill_bytes(0xff);
         ops::moe_grouped_gemm(g, s.get(), o);

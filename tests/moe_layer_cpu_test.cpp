@@ -492,8 +492,8 @@ TEST(MoeGroupedGemmCpu, FillStoresConfig) {
   over.fill_stores = 1;  // given: any rows per expert
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).fill_stores, 1);
   over.tma_store = 0;
-  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "fill_stores",
-                  "tma_store=1", "wgmma-ws");
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "fill_stores", "tma_store=1",
+                  "wgmma-ws");
   over.tma_store = -1, over.sm90 = 0;
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "fill_stores", "mma bm=");
   over.sm90 = 2, over.fill_stores = 2;

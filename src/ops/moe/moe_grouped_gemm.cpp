@@ -208,8 +208,13 @@ std::string MoeGroupedGemmConfig::str() const {
   if (sm90 == 2)
     return fmt::format("wgmma-ws bm={} bn={} bk={} stages={} warpgroups=1+2{}{}{}{}{}{}{}{}", block_m, block_n, kBK,
                        stages,
-                       tma == 2 ? " tma-a+weights" : tma == 1 ? " tma-weights" : "", tma_store == 1 ? " tma-store" : "",
-                       persistent == 2 ? " persistent-dynamic" : persistent == 1 ? " persistent" : "",
+                       tma == 2   ? " tma-a+weights"
+                       : tma == 1 ? " tma-weights"
+                                  : "",
+                       tma_store == 1 ? " tma-store" : "",
+                       persistent == 2   ? " persistent-dynamic"
+                       : persistent == 1 ? " persistent"
+                                         : "",
                        cluster == 2 ? (multicast == 1 ? " cta-pairs-multicast" : " cta-pairs") : "",
                        stagger > 0 ? fmt::format(" stagger={}", stagger) : "", lean_a == 1 ? " lean-a" : "",
                        lean_desc == 1 ? " lean-desc" : "", fill_stores == 1 ? " fill-stores" : "");
@@ -219,7 +224,8 @@ std::string MoeGroupedGemmConfig::str() const {
 
 const char* moe_grouped_gemm_config_keys() {
   return "block_m, block_n, stages, warps_m, warps_n, sm90, tma, persistent, k_splits, group_m, gemv, tma_store, "
-         "half_skip, prefetch, preload, carveout, balance, bulk, bulk_cols, cluster, multicast, stagger, lean_a, lean_desc, "
+         "half_skip, prefetch, preload, carveout, balance, bulk, bulk_cols, cluster, multicast, stagger, lean_a, "
+         "lean_desc, "
          "fill_stores";
 }
 
@@ -258,7 +264,8 @@ void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, 
   else if (key == "stagger") c.stagger = value;
   else if (key == "lean_a") c.lean_a = value;
   else if (key == "lean_desc") c.lean_desc = value;
-  else if (key == "fill_stores") c.fill_stores = value;
+  else if (key == "fill_stores")
+    c.fill_stores = value;
   else
     throw_arg_error(ErrorKind::kInvalidArgument, op, arg, std::string("keys ") + moe_grouped_gemm_config_keys(),
                     "'" + key + "'");
@@ -1097,16 +1104,16 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
                                           : smem;
   // (the code's 64 bits are taken: one cache per stagger 0..3, lean_a, lean_desc and fill_stores)
   static jit::OpKernelCache kernels[32];
-  const jit::Launchable& k = kernels[(c.stagger & 3) | (c.lean_a == 1 ? 4 : 0) | (c.lean_desc == 1 ? 8 : 0) |
-                                     (c.fill_stores == 1 ? 16 : 0)]
-                                 .get(
-      code, o.compile, a.a.device.index, [&] { return moe_grouped_gemm_kernel_spec(a, c); },
-      [smem_limit, carveout = c.carveout == 1](const jit::Launchable& l) {
-        TC_DRV(cuFuncSetAttribute, l.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem_limit);
-        if (carveout)
-          TC_DRV(cuFuncSetAttribute, l.fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-                 int(CU_SHAREDMEM_CARVEOUT_MAX_SHARED));
-      });
+  const jit::Launchable& k =
+      kernels[(c.stagger & 3) | (c.lean_a == 1 ? 4 : 0) | (c.lean_desc == 1 ? 8 : 0) | (c.fill_stores == 1 ? 16 : 0)]
+          .get(
+              code, o.compile, a.a.device.index, [&] { return moe_grouped_gemm_kernel_spec(a, c); },
+              [smem_limit, carveout = c.carveout == 1](const jit::Launchable& l) {
+                TC_DRV(cuFuncSetAttribute, l.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem_limit);
+                if (carveout)
+                  TC_DRV(cuFuncSetAttribute, l.fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                         int(CU_SHAREDMEM_CARVEOUT_MAX_SHARED));
+              });
   rt::ensure_context(a.a.device.index);
 
   tc::moe::GroupedGemmParams p{};
