@@ -684,7 +684,7 @@ TEST(GpuFusedMoe, HalfSkipKeepsTheBits) {
   }
 }
 
-// Padding rows left unstored (fill_stores, chosen up to 4 row tiles per
+// Padding rows left unstored (fill_stores, chosen up to 1 row tile per
 // expert) keep the layer's bits: against every row stored, eager twice and
 // from a graph, on 64-row tiles (25 rows per expert), 128-row tiles with
 // half-empty blocks (~150), and the default CTA pairs (256 experts at ~128).
@@ -710,7 +710,7 @@ TEST(GpuFusedMoe, FillStoresKeepTheBits) {
       s.sync();
       EXPECT_TRUE(same_bits(want, L.out.to_host())) << "T=" << c.T << " E=" << c.E << ", rep " << rep;
       L.out.fill_bytes(0xff);
-      ops::fused_moe(L.args(), L.params(), s.get(), &ws, {});  // the default chooses it here
+      ops::fused_moe(L.args(), L.params(), s.get(), &ws, {});  // the default (fill on the first and last shapes)
       s.sync();
       EXPECT_TRUE(same_bits(want, L.out.to_host())) << "T=" << c.T << " E=" << c.E << " default, rep " << rep;
     }

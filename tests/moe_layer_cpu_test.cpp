@@ -466,8 +466,8 @@ TEST(MoeGroupedGemmCpu, LeanAKernelsCompileWithoutSpills) {
 }
 
 // fill_stores (padding rows not stored): chosen with tile_fill given on the
-// warp-specialised kernel's tensor stores up to 4 row tiles per expert;
-// off without tile_fill, past 4 tiles, with the consumers' stores; refused
+// warp-specialised kernel's tensor stores up to 1 row tile per expert;
+// off without tile_fill, past one tile, with the consumers' stores; refused
 // where it cannot run, naming what was chosen; its kernels (gated and plain,
 // A gathered and by TMA, 64- and 128-row tiles, pairs) compile for sm_90a
 // without spills, the key as the last template argument.
@@ -483,12 +483,12 @@ TEST(MoeGroupedGemmCpu, FillStoresConfig) {
                   "fill_stores", "tile_fill given");
   g.tile_fill = idx.view();
   over.fill_stores = -1;
-  g.rows_used = 4 * 128 * 8;  // 4 row tiles per expert: padding about an eighth
+  g.rows_used = 128 * 8;  // one row tile per expert on average
   const auto on = ops::moe_grouped_gemm_config(g, over, 9);
   EXPECT_EQ(on.fill_stores, 1);
   EXPECT_NE(on.str().find("fill-stores"), std::string::npos) << on.str();
-  g.rows_used = 4 * 128 * 8 + 1;
-  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).fill_stores, 0) << "past 4 row tiles per expert";
+  g.rows_used = 128 * 8 + 1;
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).fill_stores, 0) << "past one row tile per expert";
   over.fill_stores = 1;  // given: any rows per expert
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).fill_stores, 1);
   over.tma_store = 0;

@@ -180,8 +180,8 @@ struct MoeGroupedGemmConfig {
   // given and no fused combine: 1 = rows tile_fill marks as padding are not
   // stored (their outputs keep whatever was there; a 64-row block with
   // padding goes out by the consumers' own stores of its real rows), 0 =
-  // every row of every tile is stored, -1 = choose (1 up to 4 row tiles
-  // per expert on average, where padding is an eighth of the rows or more).
+  // every row of every tile is stored, -1 = choose (1 up to one row tile
+  // per expert on average, where a third of the rows or more are padding).
   // A kernel parameter.
   int fill_stores = -1;
   // Decode combine kernel with schedule_settled: 1 = also hand each slot's

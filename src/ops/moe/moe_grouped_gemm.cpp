@@ -859,19 +859,21 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                  c.str());
     TC_CHECK_ARG(c.lean_a == 0 || (c.sm90 == 2 && c.tma != 2), kOp, "lean_a",
                  "the warp-specialised kernel with A gathered by cp.async (not tma=2)", c.str());
-    // Padding rows left unstored where they are an eighth of the rows or
-    // more: at 16 rows per 64-row tile (DeepSeek-V3 T=512) they were 3/4 of
-    // each tile's stores, DRAM writes beside a stream bound by its reads.
-    // H200, session 36, every row stored against this in one process (bench
-    // --vs-config gate_up_fill_stores=0,down_fill_stores=0): down 1.030x
-    // (DeepSeek-V3 T=512), 1.035x (Kimi-K2 T=512), 1.016x (Qwen3-235B
-    // T=4096), 1.015x (Qwen3-30B T=4096), 1.009x (DeepSeek-V3 T=4096);
-    // experts scope 1.015-1.019x on the first three, ties elsewhere; Mixtral
-    // T=512 (8 experts) gate/up 0.992x, experts 1.001x.
+    // Padding rows left unstored up to one row tile per expert on average
+    // (a third of the rows or more are padding): at 16 rows per 64-row tile
+    // (DeepSeek-V3 T=512) they were 3/4 of each tile's stores, DRAM writes
+    // beside a stream bound by its reads. H200, session 36, every row stored
+    // against this in one process (bench --vs-config
+    // gate_up_fill_stores=0,down_fill_stores=0): down 1.030x (DeepSeek-V3
+    // T=512), 1.035x (Kimi-K2 T=512), 1.009x (DeepSeek-V3 T=4096); experts
+    // 1.015x and 1.019x on the first two; Mixtral T=512 (8 experts) a tie
+    // (0.994-1.014x over three runs). At two row tiles per expert it did not
+    // hold: Qwen3-235B T=4096 experts 1.017x in one run, 0.986x / 0.992x in
+    // two more; Qwen3-30B T=4096 0.996x, 0.988x, 1.012x.
     const bool fill_ok = c.sm90 == 2 && c.tma_store == 1 && a.tile_fill && !a.combine_into;
     TC_CHECK_ARG(over.fill_stores < 1 || fill_ok, kOp, "fill_stores", kFillNeed, c.str());
     c.fill_stores = fill_ok && (over.fill_stores == 1 || (over.fill_stores < 0 && a.rows_used > 0 &&
-                                                          a.rows_used <= 4 * int64_t(c.block_m) * a.w.num_experts()))
+                                                          a.rows_used <= int64_t(c.block_m) * a.w.num_experts()))
                         ? 1
                         : 0;
     return c;
