@@ -116,6 +116,27 @@ TEST(GpuMoeGroupedGemm, CtaPairs) {
           << w << " persistent=" << persistent << " group_m=" << g;
 }
 
+// Expert-aligned groups (group_align) against the golden on short experts
+// (32 experts at 1-2 row tiles each, so boundaries move): the
+// warp-specialised kernel over the counter, the static walk and one CTA per
+// tile, CTA pairs, and the mma.sync kernel's grouped walk.
+TEST(GpuMoeGroupedGemm, AlignedGroups) {
+  TC_REQUIRE_GPU();
+  for (int persistent : {2, 1, 0})
+    for (int cluster : {1, 2})
+      EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, "short-experts",
+                                                 {{"sm90", 2},
+                                                  {"persistent", persistent},
+                                                  {"cluster", cluster},
+                                                  {"group_m", 8},
+                                                  {"group_align", 3}}),
+                3)
+          << "persistent=" << persistent << " cluster=" << cluster;
+  EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, "short-experts",
+                                             {{"sm90", 0}, {"group_m", 4}, {"group_align", 2}}),
+            3);
+}
+
 // Staggered consumer warpgroups (stagger=N: warpgroup 1 starts N k-steps
 // behind warpgroup 0) against the golden: A gathered and by TMA, generic and
 // tensor stores (two-pass tiles lose the held slot), tails, tiles with fewer
@@ -767,6 +788,41 @@ TEST(GpuFusedMoe, DefaultPairsKeepTheBitsInAGraph) {
   s.sync();
   EXPECT_TRUE(same_bits(want, L.out.to_host())) << "eager, pairs by default";
   expect_graph_replays_bits(L, s, ws, {}, want, 2);
+}
+
+// Expert-aligned groups (group_align) only reorder tiles: the layer's bits
+// with groups of exactly 8, eager and from a graph, on DeepSeek-V3-like
+// prefill (256 experts at ~1 row tile each, gate/up on the default CTA
+// pairs) and on 32 experts at ~1-2 tiles, over the counter, the static walk
+// and one CTA per tile.
+TEST(GpuFusedMoe, AlignedGroupsKeepTheBits) {
+  TC_REQUIRE_GPU();
+  struct Case {
+    int64_t T, E, K;
+    uint64_t seed;
+  };
+  for (const Case c : {Case{4096, 256, 8, 93}, Case{1200, 32, 4, 92}}) {
+    Layer L(c.T, c.E, c.K, c.seed);
+    ASSERT_EQ(ops::fused_moe_block_m(L.args(), L.params()), 128);
+    rt::Stream s;
+    ops::FusedMoeWorkspace ws;
+    ops::FusedMoeOptions fixed;
+    fixed.gate_up.group_m = fixed.down.group_m = 8;
+    fixed.gate_up.group_align = fixed.down.group_align = 0;
+    ops::fused_moe(L.args(), L.params(), s.get(), &ws, fixed);
+    s.sync();
+    const HostTensor want = L.out.to_host();
+    for (int persistent : {2, 1, 0}) {
+      ops::FusedMoeOptions o = fixed;
+      o.gate_up.group_align = o.down.group_align = 3;
+      o.gate_up.persistent = o.down.persistent = persistent;
+      L.out.fill_bytes(0xff);
+      ops::fused_moe(L.args(), L.params(), s.get(), &ws, o);
+      s.sync();
+      EXPECT_TRUE(same_bits(want, L.out.to_host())) << "T=" << c.T << " E=" << c.E << " persistent " << persistent;
+      if (persistent == 2) expect_graph_replays_bits(L, s, ws, o, want, 2);
+    }
+  }
 }
 
 // The combine fused into the down projection (fused_combine=1): the bits of

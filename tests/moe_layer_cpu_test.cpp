@@ -519,6 +519,38 @@ TEST(MoeGroupedGemmCpu, FillStoresConfig) {
   }
 }
 
+// Expert-aligned groups (group_align): off unless given; given, only where
+// there are groups to align (group_m >= 2), experts to align them to (a tile
+// schedule) and room below group_m; a launch parameter (the same kernel).
+TEST(MoeGroupedGemmCpu, GroupAlignConfig) {
+  HostTensor a(DType::kBF16, {1024, 256}), w(DType::kBF16, {8, 512, 256}), idx(DType::kI32, {1024}),
+      out(DType::kBF16, {1024, 512}), tiles(DType::kI32, {8});
+  ops::MoeGroupedGemmArgs g = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view(), true);
+  ops::MoeGroupedGemmConfig over;
+  over.sm90 = 2, over.block_m = 128;
+  const auto plain = ops::moe_grouped_gemm_config(g, over, 9);
+  EXPECT_EQ(plain.group_align, 0);
+  ops::set_config_key(over, "group_align", 3, "moe_grouped_gemm", "--config");
+  const auto aligned = ops::moe_grouped_gemm_config(g, over, 9);
+  EXPECT_EQ(aligned.group_align, 3);
+  EXPECT_EQ(aligned.group_m, 8);
+  EXPECT_EQ(ops::moe_grouped_gemm_kernel_spec(g, aligned).template_args,
+            ops::moe_grouped_gemm_kernel_spec(g, plain).template_args);
+  over.group_m = 3;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "moe_grouped_gemm",
+                  "group_align", "group_align=3 with group_m=3");
+  over.group_m = 1, over.group_align = 1;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "group_align",
+                  "group_m >= 2", "group_m=1");
+  over.group_m = 4, over.sm90 = 0;  // the mma.sync kernel walks the same order
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).group_align, 1);
+  g.tile_expert.reset();
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "group_align",
+                  "no tile_expert");
+  over.group_align = -2;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "group_align", "-2");
+}
+
 TEST(MoeGroupedGemmCpu, StaggerConfig) {
   HostTensor a(DType::kBF16, {1024, 256}), w(DType::kBF16, {2, 512, 256}), idx(DType::kI32, {1024}),
       out(DType::kBF16, {1024, 512}), tiles(DType::kI32, {8});

@@ -15,6 +15,7 @@
 // VEC: 16-byte cp.async loads (K, N, strides and bases multiples of 8
 // elements); otherwise element loads with bounds, for odd shapes.
 #include "moe/grouped_gemm_params.cuh"
+#include "moe/tile_order.cuh"
 #include "tile/grid_dependency.cuh"
 #include "tile/mma.cuh"
 #include "tile/target.cuh"
@@ -81,21 +82,8 @@ __device__ __forceinline__ void gemm_tile_sources(const GroupedGemmParams& p, in
 // `tiles` row tiles in use. group_m = 0: a 2-D grid, x = row tile, y = column
 // tile (resident CTAs share one B column block but each streams its own A
 // rows, so A is read from DRAM once per column tile). group_m > 0: a 1-D grid
-// walked in groups of group_m row tiles, row tile fastest, so the CTAs
-// resident at one time share a few A row blocks and B column blocks in L2.
+// in the grouped order of tile_order.cuh.
 // False: nothing to do (past the tiles in use, or the tail of a short group).
-// Tile `idx` of the 1-D grouped order (group_m > 0).
-__device__ __forceinline__ bool gemm_group_tile(const GroupedGemmParams& p, long long idx, int tiles, int bn, int& tm,
-                                                int& tn) {
-  const long long tiles_n = (p.N + bn - 1) / bn, per_group = (long long)p.group_m * tiles_n;
-  const long long g = idx / per_group, r = idx - g * per_group;
-  const long long first = g * p.group_m;
-  if (first >= tiles) return false;
-  const int rows = int(min((long long)p.group_m, tiles - first));
-  if (r >= rows * tiles_n) return false;
-  tm = int(first + r % rows), tn = int(r / rows);
-  return true;
-}
 __device__ __forceinline__ bool gemm_tile_of(const GroupedGemmParams& p, int tiles, int bn, int& tm, int& tn) {
   if (p.group_m <= 0) {
     tm = blockIdx.x, tn = blockIdx.y;

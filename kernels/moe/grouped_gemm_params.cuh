@@ -15,7 +15,7 @@ struct GroupedGemmParams {
   int M, N, K;             // layout rows (a multiple of BM), output columns, reduction length
   int a_rows;              // rows of A: source rows outside [0, a_rows) read zeros
   int num_experts;         // tiles naming an expert outside [0, num_experts) are skipped
-  int group_m;             // CTA order: > 0 walks a 1-D grid in groups of group_m row tiles (see gemm_tile_of)
+  int group_m;             // CTA order: > 0 walks a 1-D grid in groups of group_m row tiles (tile_order.cuh)
   // Warp-specialised kernel only: tiles in its 1-D order (row tiles x column
   // tiles); CTA b computes tiles b, b + gridDim.x, ... (persistent when the
   // grid is smaller than this). Last, so the other kernels' offsets stay put.
@@ -89,6 +89,12 @@ struct GroupedGemmParams {
   // weight rows of every slot (combine x BN rows of K): they are bulk-copied
   // there before the grid wait. 0 = none.
   int preload;
+  // Grouped order (group_m >= 2) with tile_expert: > 0 = a group boundary
+  // that falls inside an expert moves back to the expert's first row tile
+  // when that is at most this many tiles back (tile_order.cuh), so short
+  // experts never straddle two groups; 0 = groups of exactly group_m.
+  // Below group_m.
+  int group_align;
 };
 
 // Shared memory the warp-specialised kernel keeps for its consumers'

@@ -124,6 +124,13 @@ struct MoeGroupedGemmConfig {
   // CTA order (a launch parameter, not compiled in): 0 = row tile x column
   // tile grid; G > 0 = groups of G row tiles, row tile fastest (L2 reuse).
   int group_m = -1;
+  // Grouped order with a tile schedule (group_m >= 2, tile_expert given):
+  // N > 0 = a group boundary inside an expert moves back to the expert's
+  // first row tile when that is at most N tiles back (N < group_m), so a
+  // short expert's tiles share one group and its weights stream from DRAM
+  // once; 0 = groups of exactly group_m row tiles; -1 = choose (0). Same
+  // bits either way. A launch parameter.
+  int group_align = -1;
   // Decode kernel (grouped_gemv.cuh): weights streamed into registers, no
   // tensor cores, for 16- or 32-row tile schedules holding a few real rows.
   // 1 = use it ([N, K] weights, 16-byte aligned rows), 0 = the MMA kernels,

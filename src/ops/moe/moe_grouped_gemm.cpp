@@ -225,8 +225,7 @@ std::string MoeGroupedGemmConfig::str() const {
 const char* moe_grouped_gemm_config_keys() {
   return "block_m, block_n, stages, warps_m, warps_n, sm90, tma, persistent, k_splits, group_m, gemv, tma_store, "
          "half_skip, prefetch, preload, carveout, balance, bulk, bulk_cols, cluster, multicast, stagger, lean_a, "
-         "lean_desc, "
-         "fill_stores";
+         "lean_desc, fill_stores, group_align";
 }
 
 bool is_moe_grouped_gemm_config_key(const std::string& key) {
@@ -264,8 +263,8 @@ void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, 
   else if (key == "stagger") c.stagger = value;
   else if (key == "lean_a") c.lean_a = value;
   else if (key == "lean_desc") c.lean_desc = value;
-  else if (key == "fill_stores")
-    c.fill_stores = value;
+  else if (key == "fill_stores") c.fill_stores = value;
+  else if (key == "group_align") c.group_align = value;
   else
     throw_arg_error(ErrorKind::kInvalidArgument, op, arg, std::string("keys ") + moe_grouped_gemm_config_keys(),
                     "'" + key + "'");
@@ -591,8 +590,11 @@ int listing_cc_major(int asked, int device) {
 
 bool moe_grouped_gemm_wgmma_ok(const MoeGroupedGemmArgs& a, int cc_major) { return cc_major == 9 && vector_ok(a); }
 
-MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over,
-                                             int cc_major, int sm_count) {
+namespace {
+
+// Every key but group_align (resolved on top by moe_grouped_gemm_config).
+MoeGroupedGemmConfig choose_config(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over, int cc_major,
+                                   int sm_count) {
   const bool dual = a.w_up.has_value();
   const int64_t N = a.out.shape[1];
   MoeGroupedGemmConfig c;
@@ -912,6 +914,25 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   return c;
 }
 
+}  // namespace
+
+MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& over,
+                                             int cc_major, int sm_count) {
+  MoeGroupedGemmConfig c = choose_config(a, over, cc_major, sm_count);
+  // Expert-aligned groups need groups to align (group_m >= 2), experts to
+  // align them to (a tile schedule) and a boundary that stays above the
+  // group before it (group_align < group_m).
+  const bool align_ok = c.gemv != 1 && c.group_m >= 2 && a.tile_expert;
+  TC_CHECK_ARG(over.group_align >= -1 && (over.group_align < 1 || (align_ok && over.group_align < c.group_m)), kOp,
+               "group_align",
+               "0 (groups of group_m row tiles), 1..group_m - 1 (boundaries moved back to an expert's first tile "
+               "that many tiles back; needs a tile schedule and group_m >= 2, no decode kernel) or -1 (choose)",
+               fmt::format("group_align={} with group_m={}{}{}", over.group_align, c.group_m,
+                           a.tile_expert ? "" : ", no tile_expert", c.gemv == 1 ? ", the decode kernel" : ""));
+  c.group_align = over.group_align >= 0 ? over.group_align : 0;
+  return c;
+}
+
 jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c) {
   const bool dual = a.w_up.has_value(), vec = vector_ok(a);
   const int table = launch_table(a, c);
@@ -1132,6 +1153,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   p.ldc = N;
   p.M = int(M), p.N = int(N), p.K = int(K), p.a_rows = int(a.a.shape[0]);
   p.group_m = c.group_m;
+  p.group_align = c.group_align;
   p.a_repeat = int(a.a_repeat), p.combine = int(a.combine);
   p.tile_fill = a.tile_fill && c.half_skip != 0 ? a.tile_fill->ptr<int>() : nullptr;
   p.store_fill = c.fill_stores == 1 ? a.tile_fill->ptr<int>() : nullptr;
