@@ -291,6 +291,9 @@ struct GroupedGemmSm90Ws {
   // the peer's and rank 1's producer), so every role walks the same units in
   // the order they were handed out and the CTAs resident at one time stay on
   // neighbouring tiles (L2 sharing). An index >= units_total ends the walk.
+  // The publisher also decodes the unit into its tiles (each rank's row and
+  // column, and expert), so the tile order's loads (tile_order.cuh) run once
+  // per unit, a ring ahead of the consumers, not on their way to the MMAs.
   // Both roles count k-steps g across units, so slot g % STAGES and its
   // phases run on unbroken; the producer fills the next tile's stages while
   // the consumers store this one.
@@ -301,9 +304,15 @@ struct GroupedGemmSm90Ws {
   static constexpr bool kHoldSlot =
       TMA_C && Base::WN / Base::kPassCols > 1 && kStageBytes >= 2 * Base::kStagingBytes &&
       STAGGER == 0;  // (its staging waits for both warpgroups: that would undo a stagger)
+  // tile: per slot kTileWords words, rank r's tile (row0 | col0 << 32, or
+  // kNoTile) at [r] and both ranks' experts (rank 0's | rank 1's << 32) at
+  // [2].
+  static constexpr int kTileWords = 3;
+  static constexpr unsigned long long kNoTile = ~0ull;
   struct Sched {
     long long* ring;
     unsigned long long *tfull, *tempty;
+    unsigned long long* tile;
   };
   static __device__ __forceinline__ long long units_total(const GroupedGemmParams& p) {
     return kPair ? (p.tiles_total + 1) / 2 : p.tiles_total;
@@ -318,14 +327,43 @@ struct GroupedGemmSm90Ws {
     if (kPair && rank != 0) mbar_arrive_remote(cluster_map(smem_addr(bar), 0));
     else mbar_arrive(bar);
   }
+  // This CTA's part of unit u: its tile (mine: it has one) and, with pairs,
+  // whether the peer's tile reads the same weights (mc). False: neither CTA
+  // has a tile in the unit (work_in_slot, work_at).
+  struct Work {
+    GemmTile tile;
+    bool mine, mc;
+  };
+  // Unit u's tiles as the ring's words (see Sched).
+  static __device__ __forceinline__ void decode_unit(const GroupedGemmParams& p, long long u, int tiles,
+                                                     unsigned long long* words) {
+    words[0] = words[1] = kNoTile;
+    words[2] = 0;
+    if (u >= units_total(p)) return;
+#pragma unroll 1
+    for (int r = 0; r < CLUSTER; ++r) {
+      const long long t = kPair ? 2 * u + r : u;
+      GemmTile g;
+      if (t < p.tiles_total && gemm_tile_at(p, t, tiles, BM, BN, g)) {
+        words[r] = unsigned(g.row0) | (static_cast<unsigned long long>(unsigned(g.col0)) << 32);
+        words[2] |= static_cast<unsigned long long>(unsigned(g.expert)) << (32 * r);
+      }
+    }
+  }
   // Producer thread 0 (rank 0's with pairs): publish unit j.
-  static __device__ __forceinline__ void publish_tile(const GroupedGemmParams& p, const Sched& q, int j) {
+  static __device__ __forceinline__ void publish_tile(const GroupedGemmParams& p, const Sched& q, int j, int tiles) {
     const int s = j % kTileRing;
     if (j >= kTileRing) pair_wait(q.tempty + s, unsigned(j / kTileRing - 1) & 1u);
     const long long idx = atomicAdd(p.sched, 1u);
+    unsigned long long words[kTileWords];
+    decode_unit(p, idx, tiles, words);
     q.ring[s] = idx;
-    if constexpr (kPair) {  // rank 1's copy first: the arrival releases the store
+#pragma unroll
+    for (int i = 0; i < kTileWords; ++i) q.tile[s * kTileWords + i] = words[i];
+    if constexpr (kPair) {  // rank 1's copy first: the arrival releases the stores
       st_remote_u64(cluster_map(smem_addr(q.ring + s), 1), static_cast<unsigned long long>(idx));
+#pragma unroll
+      for (int i = 0; i < kTileWords; ++i) st_remote_u64(cluster_map(smem_addr(q.tile + s * kTileWords + i), 1), words[i]);
       mbar_arrive_remote(cluster_map(smem_addr(q.tfull + s), 1));
     }
     mbar_arrive(q.tfull + s);
@@ -339,27 +377,43 @@ struct GroupedGemmSm90Ws {
   }
   // Producer thread 0: unit j in this CTA's ring (published here, or by rank
   // 0 into rank 1's ring).
-  static __device__ __forceinline__ void take_unit(const GroupedGemmParams& p, const Sched& q, int j, unsigned rank) {
-    if (!kPair || rank == 0) publish_tile(p, q, j);
+  static __device__ __forceinline__ void take_unit(const GroupedGemmParams& p, const Sched& q, int j, unsigned rank,
+                                                   int tiles) {
+    if (!kPair || rank == 0) publish_tile(p, q, j, tiles);
     else pair_wait(q.tfull + j % kTileRing, unsigned(j / kTileRing) & 1u);
   }
-  // Consumer: read unit j (every thread waits, lane 0 of each warp releases).
-  static __device__ __forceinline__ long long read_tile(const Sched& q, int j, unsigned rank) {
+  // Consumer: read unit j and its tiles into w (every thread waits, lane 0
+  // of each warp releases).
+  static __device__ __forceinline__ long long read_tile(const GroupedGemmParams& p, const Sched& q, int j,
+                                                        unsigned rank, Work& w, bool& any) {
     const int s = j % kTileRing;
     pair_wait(q.tfull + s, unsigned(j / kTileRing) & 1u);
     const long long idx = q.ring[s];
+    any = work_in_slot(p, q, s, rank, w);
     __syncwarp();
     if (threadIdx.x % 32 == 0) arrive_on_rank0(q.tempty + s, rank);
     return idx;
   }
 
-  // This CTA's part of unit u: its tile (mine: it has one) and, with pairs,
-  // whether the peer's tile reads the same weights (mc). False: neither CTA
-  // has a tile in the unit.
-  struct Work {
-    GemmTile tile;
-    bool mine, mc;
-  };
+  // The same from ring slot s, as the publisher decoded it.
+  static __device__ __forceinline__ bool work_in_slot(const GroupedGemmParams& p, const Sched& q, int s, unsigned rank,
+                                                      Work& w) {
+    const unsigned long long* words = q.tile + s * kTileWords;
+    const unsigned long long mine = words[kPair ? rank : 0], experts = words[2];
+    w.mine = mine != kNoTile;
+    w.tile.row0 = int(unsigned(mine)), w.tile.col0 = int(unsigned(mine >> 32));
+    w.tile.expert = int(unsigned(experts >> (kPair ? 32 * rank : 0)));
+    w.mc = false;
+    if constexpr (!kPair) {
+      return w.mine;
+    } else {
+      const unsigned long long peer = words[rank ^ 1u];
+      const bool peer_ok = peer != kNoTile;
+      w.mc = p.multicast && w.mine && peer_ok && int(unsigned(experts >> (32 * (rank ^ 1u)))) == w.tile.expert &&
+             int(unsigned(peer >> 32)) == w.tile.col0;
+      return w.mine || peer_ok;
+    }
+  }
   static __device__ __forceinline__ bool work_at(const GroupedGemmParams& p, long long u, int tiles, unsigned rank,
                                                  Work& w) {
     w.mc = false;
@@ -454,7 +508,7 @@ struct GroupedGemmSm90Ws {
     unsigned long long* full = reinterpret_cast<unsigned long long*>(src + BM);  // BM * 4 is a multiple of 8
     unsigned long long* empty = full + STAGES;
     const Sched q{reinterpret_cast<long long*>(empty + STAGES + 2 * kTileRing), empty + STAGES,
-                  empty + STAGES + kTileRing};
+                  empty + STAGES + kTileRing, empty + STAGES + 3 * kTileRing};
     const unsigned rank = kPair ? cluster_rank() : 0u;
     trace_stamp(0);
     if (threadIdx.x == 0) {
@@ -497,13 +551,16 @@ struct GroupedGemmSm90Ws {
         }
         for (int j = 0;; ++j) {
           long long u = first + j * stride;
+          bool any;
           if (dynamic) {
-            take_unit(p, q, j, rank);
+            take_unit(p, q, j, rank, tiles);
             u = q.ring[j % kTileRing];
+            any = work_in_slot(p, q, j % kTileRing, rank, w);
             if (kPair && rank != 0) arrive_on_rank0(q.tempty + j % kTileRing, rank);
           }
           if (u >= units) break;
-          if (!work_at(p, u, tiles, rank, w)) continue;
+          if (!dynamic) any = work_at(p, u, tiles, rank, w);
+          if (!any) continue;
           if (g == 0) trace_stamp_here(2);
           const bool mine = !kPair || w.mine;  // else a k-step walk without loads (the peer's tile is real)
           for (int t = 0; t < kt; ++t, ++g) {
@@ -528,12 +585,12 @@ struct GroupedGemmSm90Ws {
         asm volatile("bar.sync 1, 128;\n" ::: "memory");
         if (dynamic && threadIdx.x == 0) {
           if (kPair && rank != 0 && j > 0) arrive_on_rank0(q.tempty + (j - 1) % kTileRing, rank);
-          take_unit(p, q, j, rank);
+          take_unit(p, q, j, rank, tiles);
         }
         if (dynamic) asm volatile("bar.sync 1, 128;\n" ::: "memory");
         const long long u = dynamic ? q.ring[j % kTileRing] : first + j * stride;
         if (u >= units) break;
-        if (!work_at(p, u, tiles, rank, w)) continue;
+        if (!(dynamic ? work_in_slot(p, q, j % kTileRing, rank, w) : work_at(p, u, tiles, rank, w))) continue;
         if (g == 0) trace_stamp(2);
         const bool mine = !kPair || w.mine;
         if (mine) gemm_tile_sources(p, w.tile.row0, BM, src);
@@ -620,9 +677,11 @@ struct GroupedGemmSm90Ws {
     if (STAGGER && cw == 1) asm volatile("bar.sync 5, 256;\n" ::: "memory");
     for (int j = 0;; ++j) {
       if (STAGGER && !go_sent && j >= 1) send_go();
-      const long long u = dynamic ? read_tile(q, j, rank) : first + j * stride;
+      bool any;
+      const long long u = dynamic ? read_tile(p, q, j, rank, w, any) : first + j * stride;
       if (u >= units) break;
-      if (!work_at(p, u, tiles, rank, w)) {
+      if (!dynamic) any = work_at(p, u, tiles, rank, w);
+      if (!any) {
         if constexpr (kCombineOk) {
           if (comb_leader) Comb::skip(p, u, tiles);
         }

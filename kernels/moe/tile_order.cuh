@@ -7,8 +7,10 @@
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define TC_TILE_ORDER_FN __host__ __device__ __forceinline__
+#define TC_TILE_ORDER_UNROLL _Pragma("unroll")
 #else
 #define TC_TILE_ORDER_FN inline
+#define TC_TILE_ORDER_UNROLL
 #endif
 
 namespace tc::moe {
@@ -29,13 +31,20 @@ TC_TILE_ORDER_FN int tile_order_load(const int* p) {
 // DRAM twice; moved back, the expert's tiles share one group (and its
 // weights one pass). Long experts (starts further back) keep the nominal
 // boundary. group_align < group_m keeps the boundaries increasing.
+// (b - d >= 0 for every tile looked at: b >= group_m > group_align.)
+// The look-back's loads are independent (one memory round trip, not one
+// per tile looked at): group_align is at most kMaxGroupAlign.
+constexpr int kMaxGroupAlign = 3;
 TC_TILE_ORDER_FN long long gemm_group_bound(const GroupedGemmParams& p, long long k, int tiles) {
   const long long b = k * p.group_m;
   if (b >= tiles) return tiles;
   if (b == 0) return 0;
-  const int e = tile_order_load(p.tile_expert + b);
-  for (int d = 1; d <= p.group_align + 1; ++d)
-    if (tile_order_load(p.tile_expert + (b - d)) != e) return b - d + 1;
+  int e[kMaxGroupAlign + 2];  // e[d]: the expert of row tile b - d
+TC_TILE_ORDER_UNROLL
+  for (int d = 0; d < kMaxGroupAlign + 2; ++d) e[d] = d <= p.group_align + 1 ? tile_order_load(p.tile_expert + (b - d)) : e[0];
+TC_TILE_ORDER_UNROLL
+  for (int d = 1; d < kMaxGroupAlign + 2; ++d)
+    if (d <= p.group_align + 1 && e[d] != e[0]) return b - d + 1;
   return b;
 }
 
@@ -71,3 +80,4 @@ TC_TILE_ORDER_FN bool gemm_group_tile(const GroupedGemmParams& p, long long idx,
 }  // namespace tc::moe
 
 #undef TC_TILE_ORDER_FN
+#undef TC_TILE_ORDER_UNROLL

@@ -126,7 +126,7 @@ struct MoeGroupedGemmConfig {
   int group_m = -1;
   // Grouped order with a tile schedule (group_m >= 2, tile_expert given):
   // N > 0 = a group boundary inside an expert moves back to the expert's
-  // first row tile when that is at most N tiles back (N < group_m), so a
+  // first row tile when it is at most N tiles back (N <= 3, N < group_m), so a
   // short expert's tiles share one group and its weights stream from DRAM
   // once; 0 = groups of exactly group_m row tiles; -1 = choose (0). Same
   // bits either way. A launch parameter.

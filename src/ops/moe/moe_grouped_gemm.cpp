@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "moe/grouped_gemm_params.cuh"
+#include "moe/tile_order.cuh"
 #include "ops/check.h"
 #include "ops/moe/launch_counters.h"
 #include "ops/moe/tma_map.h"
@@ -72,9 +73,9 @@ int smem_bytes(const MoeGroupedGemmConfig& c, bool dual) {
   const int ring = c.stages * (c.block_m * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2) + c.block_m * 4;
   // sm90: slack to align the ring to 1024 bytes (swizzle atoms); the
   // warp-specialised kernel adds a full and an empty mbarrier per stage and
-  // its tile ring (4 mbarriers, 2 indices) and its consumers' epilogue
-  // staging.
-  return c.sm90 ? ring + 1024 + (c.sm90 == 2 ? 16 * c.stages + 48 + tc::moe::kGemmWsStagingBytes : 0) : ring;
+  // its tile ring (4 mbarriers, 2 indices, 2 x 3 words of decoded tiles)
+  // and its consumers' epilogue staging.
+  return c.sm90 ? ring + 1024 + (c.sm90 == 2 ? 16 * c.stages + 96 + tc::moe::kGemmWsStagingBytes : 0) : ring;
 }
 
 void check_weights(const ExpertWeights& w, const char* arg, DType dtype, int64_t N, int64_t K, DeviceType backend) {
@@ -923,10 +924,13 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   // align them to (a tile schedule) and a boundary that stays above the
   // group before it (group_align < group_m).
   const bool align_ok = c.gemv != 1 && c.group_m >= 2 && a.tile_expert;
-  TC_CHECK_ARG(over.group_align >= -1 && (over.group_align < 1 || (align_ok && over.group_align < c.group_m)), kOp,
-               "group_align",
-               "0 (groups of group_m row tiles), 1..group_m - 1 (boundaries moved back to an expert's first tile "
-               "that many tiles back; needs a tile schedule and group_m >= 2, no decode kernel) or -1 (choose)",
+  TC_CHECK_ARG(over.group_align >= -1 && over.group_align <= tc::moe::kMaxGroupAlign &&
+                   (over.group_align < 1 || (align_ok && over.group_align < c.group_m)),
+               kOp, "group_align",
+               fmt::format("0 (groups of group_m row tiles), 1..min({}, group_m - 1) (boundaries moved back to an "
+                           "expert's first tile that many tiles back; needs a tile schedule and group_m >= 2, no "
+                           "decode kernel) or -1 (choose)",
+                           tc::moe::kMaxGroupAlign),
                fmt::format("group_align={} with group_m={}{}{}", over.group_align, c.group_m,
                            a.tile_expert ? "" : ", no tile_expert", c.gemv == 1 ? ", the decode kernel" : ""));
   c.group_align = over.group_align >= 0 ? over.group_align : 0;
