@@ -549,6 +549,46 @@ TEST(MoeGroupedGemmCpu, GroupAlignConfig) {
                   "no tile_expert");
   over.group_align = -2;
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "group_align", "-2");
+  over.group_align = 4, over.group_m = 8;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "group_align",
+                  "1..min(3, group_m - 1)");
+}
+
+// Chosen where one expert's weights take 16 MiB or more (DeepSeek-V3's
+// projections, not Qwen3-30B's), on the warp-specialised kernel with the
+// dynamic scheduler, in groups (not one row tile at a time).
+TEST(MoeGroupedGemmCpu, GroupAlignChosenForLargeExperts) {
+  void* fake = reinterpret_cast<void*>(uintptr_t(1) << 20);  // the choice reads shapes only
+  const Device dev{DeviceType::kCUDA, 0};
+  auto view = [&](DType t, std::initializer_list<int64_t> shape) { return TensorView(fake, t, Shape(shape), dev); };
+  struct Case {
+    int64_t E, N, K;
+    bool gated;
+    int64_t rows, block_m;
+    int want;
+  };
+  for (const Case c : {Case{256, 2048, 7168, true, 32768, 128, 3},  // DeepSeek-V3 T=4096 gate/up (pairs, groups of 8)
+                       Case{256, 7168, 2048, false, 32768, 128, 3},  // its down projection
+                       Case{128, 2048, 768, false, 32768, 128, 0},   // Qwen3-30B's down: 3 MB per expert
+                       Case{128, 768, 2048, true, 32768, 128, 0},    // its gate/up: one row tile at a time
+                       Case{256, 7168, 2048, false, 4096, 64, 0},    // DeepSeek-V3 T=512: one row tile at a time
+                       Case{8, 4096, 4096, false, 8192, 128, 3}}) {  // 32 MB per expert, few experts
+    const int64_t M = 2 * c.rows + 128 * c.E;
+    ops::MoeGroupedGemmArgs g;
+    g.a = view(DType::kBF16, {M, c.K});
+    g.w.stacked = view(DType::kBF16, {c.E, c.N, c.K});
+    if (c.gated) g.w_up = ops::ExpertWeights{view(DType::kBF16, {c.E, c.N, c.K}), {}, ops::WeightLayout::kNK};
+    g.out = view(DType::kBF16, {M, c.N});
+    g.tile_expert = view(DType::kI32, {M / c.block_m});
+    g.a_index = view(DType::kI32, {M});
+    g.rows_used = c.rows;
+    const auto cfg = ops::moe_grouped_gemm_config(g, {}, 9, 132);
+    SCOPED_TRACE(cfg.str());
+    EXPECT_EQ(cfg.group_align, c.want) << "E=" << c.E << " N=" << c.N << " K=" << c.K << " group_m=" << cfg.group_m;
+    ops::MoeGroupedGemmConfig over;
+    over.persistent = 1;  // the static walk decodes the order on the consumers' way: not chosen
+    EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9, 132).group_align, 0);
+  }
 }
 
 TEST(MoeGroupedGemmCpu, StaggerConfig) {

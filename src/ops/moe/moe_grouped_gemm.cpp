@@ -933,7 +933,24 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
                            tc::moe::kMaxGroupAlign),
                fmt::format("group_align={} with group_m={}{}{}", over.group_align, c.group_m,
                            a.tile_expert ? "" : ", no tile_expert", c.gemv == 1 ? ", the decode kernel" : ""));
-  c.group_align = over.group_align >= 0 ? over.group_align : 0;
+  // Chosen (3, or group_m - 1) on the warp-specialised kernel with the
+  // dynamic scheduler (whose publisher decodes the order a ring ahead of the
+  // consumers) where one expert's weights for the projection take 16 MiB or
+  // more: there a straddling expert's weights, streamed again by the next
+  // group a wave later, no longer sit in the L2 (60 MB on the H200). H200,
+  // session 37, group_align=3 against groups of 8 in one process (bench
+  // --vs-config): DeepSeek-V3 T=4096 experts 0.979x twice (gate/up
+  // 0.971-0.982x, down 0.972-0.976x; ncu: DRAM reads 17.63 -> 16.57 GB on
+  // gate/up, 8.28 -> 7.89 GB on down), Mixtral T=4096 0.987x (gate/up
+  // 0.984x), race case 1 0.996x; under it, Qwen3-30B T=4096's down
+  // projection (3 MB per expert) 1.022-1.029x, Qwen3-235B T=4096's (12.6 MB)
+  // 1.007x.
+  const int64_t expert_bytes =
+      a.out.shape[1] * a.a.shape[1] * int64_t(dtype_size(a.a.dtype)) * (a.w_up.has_value() ? 2 : 1);
+  const bool align_default = align_ok && c.sm90 == 2 && c.persistent == 2 && expert_bytes >= (int64_t(16) << 20);
+  c.group_align = over.group_align >= 0 ? over.group_align
+                  : align_default       ? std::min(tc::moe::kMaxGroupAlign, c.group_m - 1)
+                                        : 0;
   return c;
 }
 
