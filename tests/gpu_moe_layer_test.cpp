@@ -118,23 +118,18 @@ TEST(GpuMoeGroupedGemm, CtaPairs) {
 
 // Expert-aligned groups (group_align) against the golden on short experts
 // (32 experts at 1-2 row tiles each, so boundaries move): the
-// warp-specialised kernel over the counter, the static walk and one CTA per
-// tile, CTA pairs, and the mma.sync kernel's grouped walk.
+// warp-specialised kernel (TMA weights) over the counter, the static walk
+// and one CTA per tile, and CTA pairs.
 TEST(GpuMoeGroupedGemm, AlignedGroups) {
   TC_REQUIRE_GPU();
   for (int persistent : {2, 1, 0})
     for (int cluster : {1, 2})
-      EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, "short-experts",
-                                                 {{"sm90", 2},
-                                                  {"persistent", persistent},
-                                                  {"cluster", cluster},
-                                                  {"group_m", 8},
-                                                  {"group_align", 3}}),
-                3)
+      EXPECT_EQ(
+          test::expect_manifest_cases_pass(
+              "moe_grouped_gemm", DeviceType::kCUDA, "short-experts",
+              {{"sm90", 2}, {"persistent", persistent}, {"cluster", cluster}, {"group_m", 8}, {"group_align", 3}}),
+          3)
           << "persistent=" << persistent << " cluster=" << cluster;
-  EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, "short-experts",
-                                             {{"sm90", 0}, {"group_m", 4}, {"group_align", 2}}),
-            3);
 }
 
 // Staggered consumer warpgroups (stagger=N: warpgroup 1 starts N k-steps

@@ -540,9 +540,13 @@ TEST(MoeGroupedGemmCpu, GroupAlignConfig) {
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "moe_grouped_gemm",
                   "group_align", "group_align=3 with group_m=3");
   over.group_m = 1, over.group_align = 1;
-  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "group_align",
-                  "group_m >= 2", "group_m=1");
-  over.group_m = 4, over.sm90 = 0;  // the mma.sync kernel walks the same order
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "group_align", "group_m >= 2",
+                  "group_m=1");
+  over.group_m = 4, over.sm90 = 0;  // the mma.sync kernel: fixed groups only
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "group_align", "mma bm=");
+  over.sm90 = 2, over.tma = 0;  // the warp-specialised kernel without TMA weights
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "group_align", "wgmma-ws");
+  over.tma = -1;
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).group_align, 1);
   g.tile_expert.reset();
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "group_align",
@@ -567,7 +571,7 @@ TEST(MoeGroupedGemmCpu, GroupAlignChosenForLargeExperts) {
     int64_t rows, block_m;
     int want;
   };
-  for (const Case c : {Case{256, 2048, 7168, true, 32768, 128, 3},  // DeepSeek-V3 T=4096 gate/up (pairs, groups of 8)
+  for (const Case c : {Case{256, 2048, 7168, true, 32768, 128, 3},   // DeepSeek-V3 T=4096 gate/up (pairs, groups of 8)
                        Case{256, 7168, 2048, false, 32768, 128, 3},  // its down projection
                        Case{128, 2048, 768, false, 32768, 128, 0},   // Qwen3-30B's down: 3 MB per expert
                        Case{128, 768, 2048, true, 32768, 128, 0},    // its gate/up: one row tile at a time

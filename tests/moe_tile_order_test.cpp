@@ -42,7 +42,7 @@ std::vector<std::pair<int, int>> walk(const GroupedGemmParams& p, int tiles, int
   std::vector<std::pair<int, int>> out;
   for (long long idx = 0; idx < capacity; ++idx) {
     int tm = -1, tn = -1;
-    if (gemm_group_tile(p, idx, tiles, bn, tm, tn)) out.emplace_back(tm, tn);
+    if (gemm_group_tile<true>(p, idx, tiles, bn, tm, tn)) out.emplace_back(tm, tn);
   }
   return out;
 }
@@ -71,7 +71,8 @@ TEST(MoeTileOrder, AlignedGroupsHoldShortExpertsWhole) {
     for (int t : tiles) used += t;
     if (used == 0) continue;
     std::vector<int> first(sched.size(), 0);  // first tile of each tile's expert
-    for (int i = 0; i < used; ++i) first[size_t(i)] = i > 0 && sched[size_t(i)] == sched[size_t(i - 1)] ? first[size_t(i - 1)] : i;
+    for (int i = 0; i < used; ++i)
+      first[size_t(i)] = i > 0 && sched[size_t(i)] == sched[size_t(i - 1)] ? first[size_t(i - 1)] : i;
     for (int g : {2, 3, 8, 16})
       for (int align = 1; align < std::min(g, 4); ++align) {
         const int bn = 128, n = 128 * (1 + int(rng() % 20)) - int(rng() % 100);
@@ -83,8 +84,10 @@ TEST(MoeTileOrder, AlignedGroupsHoldShortExpertsWhole) {
           const long long start = first[size_t(nominal)];
           ASSERT_LE(b, nominal);
           ASSERT_GT(b, nominal - g);
-          if (nominal - start <= align) EXPECT_EQ(b, start) << "k " << k << " g " << g << " align " << align;
-          else EXPECT_EQ(b, nominal);
+          if (nominal - start <= align)
+            EXPECT_EQ(b, start) << "k " << k << " g " << g << " align " << align;
+          else
+            EXPECT_EQ(b, nominal);
         }
         EXPECT_EQ(gemm_group_bound(p, (used + g - 1) / g, used), used);
         // Each group's tiles: its row tiles fastest, column tiles in order.

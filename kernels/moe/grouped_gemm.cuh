@@ -109,11 +109,12 @@ __device__ __forceinline__ bool gemm_tile_owned(const GroupedGemmParams& p, int 
 
 // Tile `idx` of a 1-D walk over all tiles (group_m = 0: row tile fastest,
 // like the 2-D grid) and its expert; false when it has none.
+template <bool ALIGN = false>
 __device__ __forceinline__ bool gemm_tile_at(const GroupedGemmParams& p, long long idx, int tiles, int bm, int bn,
                                              GemmTile& t) {
   int tm, tn;
   if (p.group_m > 0) {
-    if (!gemm_group_tile(p, idx, tiles, bn, tm, tn)) return false;
+    if (!gemm_group_tile<ALIGN>(p, idx, tiles, bn, tm, tn)) return false;
   } else {
     const long long grid_m = (p.M + bm - 1) / bm;
     tm = int(idx % grid_m), tn = int(idx / grid_m);

@@ -82,7 +82,7 @@ struct GemmCombine {
   static __device__ __forceinline__ void skip(const GroupedGemmParams& p, long long idx, int tiles) {
     int tm = -1, tn;
     if (p.group_m > 0) {
-      if (!gemm_group_tile(p, idx, tiles, BN, tm, tn)) tm = -1;
+      if (!gemm_group_tile<true>(p, idx, tiles, BN, tm, tn)) tm = -1;
     } else {
       tm = int(idx % ((p.M + BM - 1) / BM));
     }

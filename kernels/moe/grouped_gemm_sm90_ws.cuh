@@ -308,6 +308,10 @@ struct GroupedGemmSm90Ws {
   // kNoTile) at [r] and both ranks' experts (rank 0's | rank 1's << 32) at
   // [2].
   static constexpr int kTileWords = 3;
+  // Tiles in the ring with TMA weights (every default form); the kernel
+  // with everything by cp.async keeps each role's own decode (its producer
+  // has no registers to spare for the publisher's).
+  static constexpr bool kRingTiles = TMA;
   static constexpr unsigned long long kNoTile = ~0ull;
   struct Sched {
     long long* ring;
@@ -334,36 +338,33 @@ struct GroupedGemmSm90Ws {
     GemmTile tile;
     bool mine, mc;
   };
-  // Unit u's tiles as the ring's words (see Sched).
+  // Unit u's tiles as the ring's words (see Sched), written to `words` (the
+  // ring slot in shared memory, so no array of them lives in registers).
   static __device__ __forceinline__ void decode_unit(const GroupedGemmParams& p, long long u, int tiles,
                                                      unsigned long long* words) {
-    words[0] = words[1] = kNoTile;
-    words[2] = 0;
-    if (u >= units_total(p)) return;
-#pragma unroll 1
+    unsigned long long experts = 0;
+#pragma unroll
     for (int r = 0; r < CLUSTER; ++r) {
       const long long t = kPair ? 2 * u + r : u;
       GemmTile g;
-      if (t < p.tiles_total && gemm_tile_at(p, t, tiles, BM, BN, g)) {
-        words[r] = unsigned(g.row0) | (static_cast<unsigned long long>(unsigned(g.col0)) << 32);
-        words[2] |= static_cast<unsigned long long>(unsigned(g.expert)) << (32 * r);
-      }
+      const bool ok = u < units_total(p) && t < p.tiles_total && gemm_tile_at<kRingTiles>(p, t, tiles, BM, BN, g);
+      words[r] = ok ? unsigned(g.row0) | (static_cast<unsigned long long>(unsigned(g.col0)) << 32) : kNoTile;
+      if (ok) experts |= static_cast<unsigned long long>(unsigned(g.expert)) << (32 * r);
     }
+    words[2] = experts;
   }
   // Producer thread 0 (rank 0's with pairs): publish unit j.
   static __device__ __forceinline__ void publish_tile(const GroupedGemmParams& p, const Sched& q, int j, int tiles) {
     const int s = j % kTileRing;
     if (j >= kTileRing) pair_wait(q.tempty + s, unsigned(j / kTileRing - 1) & 1u);
     const long long idx = atomicAdd(p.sched, 1u);
-    unsigned long long words[kTileWords];
-    decode_unit(p, idx, tiles, words);
+    unsigned long long* words = q.tile + s * kTileWords;
+    if constexpr (kRingTiles) decode_unit(p, idx, tiles, words);
     q.ring[s] = idx;
-#pragma unroll
-    for (int i = 0; i < kTileWords; ++i) q.tile[s * kTileWords + i] = words[i];
     if constexpr (kPair) {  // rank 1's copy first: the arrival releases the stores
       st_remote_u64(cluster_map(smem_addr(q.ring + s), 1), static_cast<unsigned long long>(idx));
 #pragma unroll
-      for (int i = 0; i < kTileWords; ++i) st_remote_u64(cluster_map(smem_addr(q.tile + s * kTileWords + i), 1), words[i]);
+      for (int i = 0; i < kTileWords; ++i) st_remote_u64(cluster_map(smem_addr(words + i), 1), words[i]);
       mbar_arrive_remote(cluster_map(smem_addr(q.tfull + s), 1));
     }
     mbar_arrive(q.tfull + s);
@@ -389,7 +390,7 @@ struct GroupedGemmSm90Ws {
     const int s = j % kTileRing;
     pair_wait(q.tfull + s, unsigned(j / kTileRing) & 1u);
     const long long idx = q.ring[s];
-    any = work_in_slot(p, q, s, rank, w);
+    if constexpr (kRingTiles) any = work_in_slot(p, q, s, rank, w);
     __syncwarp();
     if (threadIdx.x % 32 == 0) arrive_on_rank0(q.tempty + s, rank);
     return idx;
@@ -418,13 +419,13 @@ struct GroupedGemmSm90Ws {
                                                  Work& w) {
     w.mc = false;
     if constexpr (!kPair) {
-      w.mine = gemm_tile_at(p, u, tiles, BM, BN, w.tile);
+      w.mine = gemm_tile_at<kRingTiles>(p, u, tiles, BM, BN, w.tile);
       return w.mine;
     } else {
       GemmTile other;
       const long long mine = 2 * u + rank, peer = mine ^ 1;
-      w.mine = mine < p.tiles_total && gemm_tile_at(p, mine, tiles, BM, BN, w.tile);
-      const bool peer_ok = peer < p.tiles_total && gemm_tile_at(p, peer, tiles, BM, BN, other);
+      w.mine = mine < p.tiles_total && gemm_tile_at<kRingTiles>(p, mine, tiles, BM, BN, w.tile);
+      const bool peer_ok = peer < p.tiles_total && gemm_tile_at<kRingTiles>(p, peer, tiles, BM, BN, other);
       w.mc = p.multicast && w.mine && peer_ok && other.expert == w.tile.expert && other.col0 == w.tile.col0;
       return w.mine || peer_ok;
     }
@@ -555,11 +556,11 @@ struct GroupedGemmSm90Ws {
           if (dynamic) {
             take_unit(p, q, j, rank, tiles);
             u = q.ring[j % kTileRing];
-            any = work_in_slot(p, q, j % kTileRing, rank, w);
+            if constexpr (kRingTiles) any = work_in_slot(p, q, j % kTileRing, rank, w);
             if (kPair && rank != 0) arrive_on_rank0(q.tempty + j % kTileRing, rank);
           }
           if (u >= units) break;
-          if (!dynamic) any = work_at(p, u, tiles, rank, w);
+          if (!dynamic || !kRingTiles) any = work_at(p, u, tiles, rank, w);
           if (!any) continue;
           if (g == 0) trace_stamp_here(2);
           const bool mine = !kPair || w.mine;  // else a k-step walk without loads (the peer's tile is real)
@@ -590,7 +591,8 @@ struct GroupedGemmSm90Ws {
         if (dynamic) asm volatile("bar.sync 1, 128;\n" ::: "memory");
         const long long u = dynamic ? q.ring[j % kTileRing] : first + j * stride;
         if (u >= units) break;
-        if (!(dynamic ? work_in_slot(p, q, j % kTileRing, rank, w) : work_at(p, u, tiles, rank, w))) continue;
+        if (!(dynamic && kRingTiles ? work_in_slot(p, q, j % kTileRing, rank, w) : work_at(p, u, tiles, rank, w)))
+          continue;
         if (g == 0) trace_stamp(2);
         const bool mine = !kPair || w.mine;
         if (mine) gemm_tile_sources(p, w.tile.row0, BM, src);
@@ -680,7 +682,7 @@ struct GroupedGemmSm90Ws {
       bool any;
       const long long u = dynamic ? read_tile(p, q, j, rank, w, any) : first + j * stride;
       if (u >= units) break;
-      if (!dynamic) any = work_at(p, u, tiles, rank, w);
+      if (!dynamic || !kRingTiles) any = work_at(p, u, tiles, rank, w);
       if (!any) {
         if constexpr (kCombineOk) {
           if (comb_leader) Comb::skip(p, u, tiles);

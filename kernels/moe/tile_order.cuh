@@ -32,29 +32,30 @@ TC_TILE_ORDER_FN int tile_order_load(const int* p) {
 // weights one pass). Long experts (starts further back) keep the nominal
 // boundary. group_align < group_m keeps the boundaries increasing.
 // (b - d >= 0 for every tile looked at: b >= group_m > group_align.)
-// The look-back's loads are independent (one memory round trip, not one
-// per tile looked at): group_align is at most kMaxGroupAlign.
+// group_align is at most kMaxGroupAlign. The look-back's loads run one
+// after another (few registers): the warp-specialised kernel decodes a unit
+// a tile ring ahead of its consumers, off their way to the MMAs.
 constexpr int kMaxGroupAlign = 3;
 TC_TILE_ORDER_FN long long gemm_group_bound(const GroupedGemmParams& p, long long k, int tiles) {
   const long long b = k * p.group_m;
   if (b >= tiles) return tiles;
   if (b == 0) return 0;
-  int e[kMaxGroupAlign + 2];  // e[d]: the expert of row tile b - d
-TC_TILE_ORDER_UNROLL
-  for (int d = 0; d < kMaxGroupAlign + 2; ++d) e[d] = d <= p.group_align + 1 ? tile_order_load(p.tile_expert + (b - d)) : e[0];
-TC_TILE_ORDER_UNROLL
-  for (int d = 1; d < kMaxGroupAlign + 2; ++d)
-    if (d <= p.group_align + 1 && e[d] != e[0]) return b - d + 1;
+  const int e = tile_order_load(p.tile_expert + b);
+  for (int d = 1; d <= p.group_align + 1; ++d)
+    if (tile_order_load(p.tile_expert + (b - d)) != e) return b - d + 1;
   return b;
 }
 
 // Tile `idx` of the 1-D grouped order over `tiles` row tiles in use and
 // column tiles of bn: (row tile tm, column tile tn). False past the tiles in
-// use (or the tail of a short fixed group).
+// use (or the tail of a short fixed group). ALIGN: the kernel reads
+// group_align (the warp-specialised kernel with TMA weights, which decodes
+// the order once per unit); other kernels compile fixed groups only.
+template <bool ALIGN = false>
 TC_TILE_ORDER_FN bool gemm_group_tile(const GroupedGemmParams& p, long long idx, int tiles, int bn, int& tm,
                                       int& tn) {
   const long long tiles_n = (p.N + bn - 1) / bn;
-  if (p.group_align > 0 && p.tile_expert) {
+  if (ALIGN && p.group_align > 0 && p.tile_expert) {
     // Groups [lo, hi) of varying height: the tiles before group k number
     // bound(k) x tiles_n, so idx's row-tile position q lies in group q / G or
     // the next (each bound is at most group_align below its nominal point).

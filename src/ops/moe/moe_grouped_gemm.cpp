@@ -264,8 +264,10 @@ void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, 
   else if (key == "stagger") c.stagger = value;
   else if (key == "lean_a") c.lean_a = value;
   else if (key == "lean_desc") c.lean_desc = value;
-  else if (key == "fill_stores") c.fill_stores = value;
-  else if (key == "group_align") c.group_align = value;
+  else if (key == "fill_stores")
+    c.fill_stores = value;
+  else if (key == "group_align")
+    c.group_align = value;
   else
     throw_arg_error(ErrorKind::kInvalidArgument, op, arg, std::string("keys ") + moe_grouped_gemm_config_keys(),
                     "'" + key + "'");
@@ -923,19 +925,19 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   // Expert-aligned groups need groups to align (group_m >= 2), experts to
   // align them to (a tile schedule) and a boundary that stays above the
   // group before it (group_align < group_m).
-  const bool align_ok = c.gemv != 1 && c.group_m >= 2 && a.tile_expert;
+  const bool align_ok = c.sm90 == 2 && c.tma >= 1 && c.group_m >= 2 && a.tile_expert;
   TC_CHECK_ARG(over.group_align >= -1 && over.group_align <= tc::moe::kMaxGroupAlign &&
                    (over.group_align < 1 || (align_ok && over.group_align < c.group_m)),
                kOp, "group_align",
                fmt::format("0 (groups of group_m row tiles), 1..min({}, group_m - 1) (boundaries moved back to an "
-                           "expert's first tile that many tiles back; needs a tile schedule and group_m >= 2, no "
-                           "decode kernel) or -1 (choose)",
+                           "expert's first tile that many tiles back; needs a tile schedule, group_m >= 2 and the "
+                           "warp-specialised kernel with TMA weights) or -1 (choose)",
                            tc::moe::kMaxGroupAlign),
-               fmt::format("group_align={} with group_m={}{}{}", over.group_align, c.group_m,
-                           a.tile_expert ? "" : ", no tile_expert", c.gemv == 1 ? ", the decode kernel" : ""));
-  // Chosen (3, or group_m - 1) on the warp-specialised kernel with the
-  // dynamic scheduler (whose publisher decodes the order a ring ahead of the
-  // consumers) where one expert's weights for the projection take 16 MiB or
+               fmt::format("group_align={} with group_m={}{} on {}", over.group_align, c.group_m,
+                           a.tile_expert ? "" : ", no tile_expert", c.str()));
+  // Chosen (3, or group_m - 1) on the warp-specialised kernel with TMA
+  // weights and the dynamic scheduler (whose publisher decodes the order a
+  // ring ahead of the consumers) where one expert's weights for the projection take 16 MiB or
   // more: there a straddling expert's weights, streamed again by the next
   // group a wave later, no longer sit in the L2 (60 MB on the H200). H200,
   // session 37, group_align=3 against groups of 8 in one process (bench
@@ -947,7 +949,7 @@ MoeGroupedGemmConfig moe_grouped_gemm_config(const MoeGroupedGemmArgs& a, const 
   // 1.007x.
   const int64_t expert_bytes =
       a.out.shape[1] * a.a.shape[1] * int64_t(dtype_size(a.a.dtype)) * (a.w_up.has_value() ? 2 : 1);
-  const bool align_default = align_ok && c.sm90 == 2 && c.persistent == 2 && expert_bytes >= (int64_t(16) << 20);
+  const bool align_default = align_ok && c.persistent == 2 && expert_bytes >= (int64_t(16) << 20);
   c.group_align = over.group_align >= 0 ? over.group_align
                   : align_default       ? std::min(tc::moe::kMaxGroupAlign, c.group_m - 1)
                                         : 0;
