@@ -7,10 +7,8 @@
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define TC_TILE_ORDER_FN __host__ __device__ __forceinline__
-#define TC_TILE_ORDER_UNROLL _Pragma("unroll")
 #else
 #define TC_TILE_ORDER_FN inline
-#define TC_TILE_ORDER_UNROLL
 #endif
 
 namespace tc::moe {
@@ -81,4 +79,3 @@ TC_TILE_ORDER_FN bool gemm_group_tile(const GroupedGemmParams& p, long long idx,
 }  // namespace tc::moe
 
 #undef TC_TILE_ORDER_FN
-#undef TC_TILE_ORDER_UNROLL

@@ -124,14 +124,15 @@ struct MoeGroupedGemmConfig {
   // CTA order (a launch parameter, not compiled in): 0 = row tile x column
   // tile grid; G > 0 = groups of G row tiles, row tile fastest (L2 reuse).
   int group_m = -1;
-  // Grouped order with a tile schedule (group_m >= 2, tile_expert given):
+  // Grouped order of the warp-specialised kernel with TMA weights and a
+  // tile schedule (group_m >= 2, tile_expert given):
   // N > 0 = a group boundary inside an expert moves back to the expert's
   // first row tile when it is at most N tiles back (N <= 3, N < group_m), so a
   // short expert's tiles share one group and its weights stream from DRAM
   // once; 0 = groups of exactly group_m row tiles; -1 = choose (3, or
-  // group_m - 1, on the warp-specialised kernel with the dynamic scheduler
-  // where one expert's weights take 16 MiB or more; else 0). Same bits
-  // either way. A launch parameter.
+  // group_m - 1, on the warp-specialised kernel with TMA weights and the
+  // dynamic scheduler where one expert's weights take 16 MiB or more; else
+  // 0; other kernels take 0 only). Same bits either way. A launch parameter.
   int group_align = -1;
   // Decode kernel (grouped_gemv.cuh): weights streamed into registers, no
   // tensor cores, for 16- or 32-row tile schedules holding a few real rows.
