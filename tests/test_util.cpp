@@ -30,7 +30,8 @@ int run_selected(const harness::Selection& s, DeviceType backend, const std::map
   if (backend == DeviceType::kCUDA) harness::precompile(cases, checked, rt::device_info(0).arch());
   for (auto& c : cases) {
     auto r = harness::run_correctness(c, backend, checked, env);
-    EXPECT_EQ(r["status"].get<std::string>(), "pass") << r.dump();
+    EXPECT_EQ(r["status"].get<std::string>(), "pass")
+        << c.op->name << " / " << c.variant->name << " / " << c.workload->name << " (seed " << c.seed << "): " << r.dump();
     ++n;
   }
   return n;
@@ -50,6 +51,14 @@ int expect_manifest_cases_pass(const std::string& op, DeviceType backend, const 
   s.op = op;
   s.workload = workload;
   s.variant = variant;
+  return run_selected(s, backend, config);
+}
+
+int expect_shape_cases_pass(const std::string& op, DeviceType backend, const std::vector<std::string>& shapes,
+                            const std::map<std::string, int>& config) {
+  harness::Selection s;
+  s.op = op;
+  s.shapes = shapes;
   return run_selected(s, backend, config);
 }
 }  // namespace tilecraft::test

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "tilecraft/error.h"
 #include "tilecraft/runtime/driver.h"
@@ -39,4 +40,7 @@ int expect_manifest_cases_pass(const std::string& op, DeviceType backend, const 
 // overrides (--config).
 int expect_manifest_cases_pass(const std::string& op, DeviceType backend, const std::string& workload,
                                const std::map<std::string, int>& config, const std::string& variant = "");
+// The same over ad-hoc workloads (--shape strings; every variant of each).
+int expect_shape_cases_pass(const std::string& op, DeviceType backend, const std::vector<std::string>& shapes,
+                            const std::map<std::string, int>& config = {});
 }

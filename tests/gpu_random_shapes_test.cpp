@@ -1,0 +1,34 @@
+// Layers and grouped GEMMs of seeded random shapes on the GPU, each against
+// its golden (full for small cases, sampled tokens for large ones), through
+// the same harness path as `tilecraft test`. The shapes come from
+// random_shapes.h: every failure names its --shape string, which reproduces
+// it alone; TILECRAFT_SHAPE_SEED draws another set.
+#include <gtest/gtest.h>
+
+#include "random_shapes.h"
+#include "test_util.h"
+#include "tilecraft/runtime/device.h"
+
+namespace tilecraft {
+
+TEST(GpuRandomShapes, Layers) {
+  TC_REQUIRE_GPU();
+  const uint64_t seed = test::random_shape_seed();
+  std::cout << "random layer shapes, seed " << seed << std::endl;
+  EXPECT_EQ(test::expect_shape_cases_pass("fused_moe", DeviceType::kCUDA, test::random_layer_shapes(seed, 48)), 48);
+}
+
+// The same layers' first half on the arch-neutral kernels (mma.sync grouped
+// GEMMs, as on GPUs before sm_90).
+TEST(GpuRandomShapes, LayersOnMmaSync) {
+  TC_REQUIRE_GPU();
+  const auto shapes = test::random_layer_shapes(test::random_shape_seed(), 24);
+  EXPECT_EQ(test::expect_shape_cases_pass("fused_moe", DeviceType::kCUDA, shapes, {{"sm90", 0}}), 24);
+}
+
+TEST(GpuRandomShapes, GroupedGemms) {
+  TC_REQUIRE_GPU();
+  const auto shapes = test::random_gemm_shapes(test::random_shape_seed(), 48);
+  EXPECT_EQ(test::expect_shape_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, shapes), 48 * 3);  // 3 variants
+}
+}  // namespace tilecraft

@@ -1,0 +1,103 @@
+#include "random_shapes.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <initializer_list>
+#include <random>
+
+namespace tilecraft::test {
+namespace {
+struct Draw {
+  std::mt19937_64 g;
+  int64_t in(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(g); }
+  bool coin(double p = 0.5) { return std::bernoulli_distribution(p)(g); }
+  template <typename T>
+  T pick(std::initializer_list<T> v) {
+    return *(v.begin() + in(0, int64_t(v.size()) - 1));
+  }
+  // Mostly multiples of 8 (the models'), a third of the time any width
+  // (the layer's tails: unaligned rows, N and K tails).
+  int64_t width(int64_t lo, int64_t hi) { return coin(0.35) ? in(lo, hi) : 8 * in((lo + 7) / 8, hi / 8); }
+  // Token counts across every path: none, decode, mid-size, prefill.
+  int64_t tokens(int64_t hi) {
+    switch (in(0, 5)) {
+      case 0: return pick<int64_t>({0, 1, 2, 3});
+      case 1: return in(1, 16);
+      case 2: return in(17, 128);
+      case 3: return in(129, 700);
+      default: return in(700, hi);
+    }
+  }
+  int64_t experts() {
+    return coin() ? pick<int64_t>({1, 2, 3, 4, 8, 16, 32, 64, 128, 256, 384}) : in(1, 300);
+  }
+};
+
+std::vector<int64_t> divisors_upto(int64_t n, int64_t hi) {
+  std::vector<int64_t> d;
+  for (int64_t i = 1; i <= std::min(n, hi); ++i)
+    if (n % i == 0) d.push_back(i);
+  return d;
+}
+}  // namespace
+
+uint64_t random_shape_seed() {
+  const char* s = std::getenv("TILECRAFT_SHAPE_SEED");
+  return s && *s ? std::strtoull(s, nullptr, 10) : 20261202ull;
+}
+
+std::vector<std::string> random_layer_shapes(uint64_t seed, int count) {
+  Draw r{std::mt19937_64(seed)};
+  std::vector<std::string> out;
+  while (int(out.size()) < count) {
+    const int64_t E = r.experts(), T = r.tokens(3000);
+    const int64_t H = r.width(16, 1536), I = r.width(8, 1024);
+    // Host and device memory for the weights and the golden's work stay small.
+    if (E * 3 * H * I > 160'000'000) continue;
+    const bool sigmoid = E >= 2 && r.coin(0.4);
+    int64_t n_group = 1, topk_group = 1, eligible = E;
+    if (sigmoid) {
+      const auto d = divisors_upto(E, 32);
+      n_group = d[size_t(r.in(0, int64_t(d.size()) - 1))];
+      topk_group = r.in(1, n_group);
+      eligible = topk_group * (E / n_group);
+    }
+    const int64_t kmax = std::min<int64_t>(eligible, 16);
+    const int64_t K = r.coin(0.6) ? std::min<int64_t>(kmax, r.pick<int64_t>({1, 2, 4, 6, 8})) : r.in(1, kmax);
+    if (T * K * 3 * H * I > 6'000'000'000) continue;
+    const char* routing = r.pick({"router", "router", "router", "uniform", "skewed", "empty_experts", "dropped"});
+    std::string s = fmt::format("T={},H={},I={},E={},K={},dtype={},weights={},routing={}", T, H, I, E, K,
+                                r.coin() ? "bf16" : "fp16", r.coin() ? "per_expert" : "stacked", routing);
+    if (sigmoid)
+      s += fmt::format(",mode=sigmoid_grouped_topk,n_group={},topk_group={},scale={}", n_group, topk_group,
+                       r.pick({"1.0", "2.5"}));
+    if (r.coin()) s += ",renormalize=true";
+    if (r.coin(0.3)) s += ",router_scores=dtype";
+    out.push_back(s);
+  }
+  return out;
+}
+
+std::vector<std::string> random_gemm_shapes(uint64_t seed, int count) {
+  Draw r{std::mt19937_64(seed ^ 0x9e3779b97f4a7c15ull)};
+  std::vector<std::string> out;
+  while (int(out.size()) < count) {
+    const int64_t E = r.experts(), T = r.tokens(4000);
+    const int64_t N = r.width(8, 2048), K = r.width(8, 2048);
+    if (E * N * K > 60'000'000) continue;
+    const int64_t topk = std::min<int64_t>(E, r.coin(0.6) ? r.pick<int64_t>({1, 2, 4, 8}) : r.in(1, 16));
+    if (T * topk * N * K > 3'000'000'000) continue;
+    const bool contiguous = r.coin(0.4);
+    std::string s = fmt::format("T={},topk={},E={},N={},K={},dtype={},layout={},weights={},a_rows={},routing={}", T,
+                                topk, E, N, K, r.coin() ? "bf16" : "fp16", r.coin() ? "kn" : "nk",
+                                r.coin() ? "per_expert" : "stacked", contiguous ? "contiguous" : "gathered",
+                                r.pick({"uniform", "uniform", "skewed", "one_hot", "empty_experts", "dropped"}));
+    if (contiguous && r.coin(0.3)) s += ",padding=skipped";
+    if (r.coin(0.3)) s += fmt::format(",block_m={}", r.pick({16, 32, 64, 128}));
+    out.push_back(s);
+  }
+  return out;
+}
+}  // namespace tilecraft::test

@@ -1,0 +1,21 @@
+#pragma once
+// Seeded random workloads (`--shape` strings) for the layer and the grouped
+// GEMM: shapes, dtypes, weight layouts, routings and gate modes that no
+// manifest entry names, so the heuristics and kernels are checked off the
+// measured points too. Each string reproduces its case alone:
+//   tilecraft test --op fused_moe --shape '<string>'
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tilecraft::test {
+// The default seed of the random-shape tests; TILECRAFT_SHAPE_SEED overrides
+// it (to explore more shapes: every failure prints its shape string).
+uint64_t random_shape_seed();
+// `count` valid fused_moe workloads (T from 0 to a few thousand, E 1..384,
+// K 1..16, odd H and I, both gate modes, every routing, both weight forms).
+std::vector<std::string> random_layer_shapes(uint64_t seed, int count);
+// `count` valid moe_grouped_gemm workloads (every layout, weight form, A-row
+// form, padding mode and tile height the manifest accepts).
+std::vector<std::string> random_gemm_shapes(uint64_t seed, int count);
+}  // namespace tilecraft::test
