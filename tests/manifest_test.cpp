@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -104,4 +105,47 @@ TEST(Manifest, ShapeFlag) {
   TC_EXPECT_ERROR(parse_shape_workload(op, "T=1,K=1,H=8,dtype=int8"), ErrorKind::kInvalidArgument, "int8");
   TC_EXPECT_ERROR(parse_shape_workload(op, "T=abc,K=1,H=8,dtype=bf16"), ErrorKind::kInvalidArgument, "T");
   TC_EXPECT_ERROR(parse_shape_workload(op, "T1,K=1"), ErrorKind::kInvalidArgument, "--shape", "T1");
+}
+
+// allclose tolerances per output dtype (the layer's bf16), and their errors.
+TEST(Manifest, TolerancePerDtype) {
+  const OpSpec& layer = *Manifest::load().find("fused_moe");
+  const Tolerance fp16 = layer.tolerance.for_dtype(DType::kF16), bf16 = layer.tolerance.for_dtype(DType::kBF16);
+  EXPECT_EQ(fp16.atol, 1e-2);  // the race's check
+  EXPECT_EQ(fp16.rtol, 1e-2);
+  EXPECT_GT(bf16.atol, fp16.atol);
+  EXPECT_GT(bf16.rtol, fp16.rtol);
+  EXPECT_EQ(bf16.mode, "allclose");
+
+  std::string dir = test::temp_dir("manifest_tol");
+  auto with_tol = [&](const std::string& name, const std::string& tol) {
+    std::string text = kMiniOp;
+    text.replace(text.find("flags_typo: 1, "), 15, "");
+    text += "    tolerance: " + tol + "\n";
+    return write(dir, name, text);
+  };
+  Manifest ok;
+  ok.merge_file(with_tol("ok.yaml", "{mode: allclose, atol: 0.1, rtol: 0.2, by_dtype: {fp16: {atol: 1, rtol: 2}}}"));
+  const Tolerance& t = ok.find("mini")->tolerance;
+  EXPECT_EQ(t.for_dtype(DType::kF16).atol, 1);
+  EXPECT_EQ(t.for_dtype(DType::kF16).rtol, 2);
+  EXPECT_EQ(t.for_dtype(DType::kF32).atol, 0.1);
+  EXPECT_EQ(t.for_dtype(DType::kF32).rtol, 0.2);
+  TC_EXPECT_ERROR(Manifest().merge_file(with_tol("bitwise.yaml", "{mode: bitwise, by_dtype: {fp16: {atol: 1, rtol: 1}}}")),
+                  ErrorKind::kManifest, "tolerance.by_dtype", "allclose");
+  TC_EXPECT_ERROR(Manifest().merge_file(with_tol("int.yaml", "{mode: allclose, by_dtype: {int32: {atol: 1, rtol: 1}}}")),
+                  ErrorKind::kManifest, "by_dtype.int32", "float dtype");
+  TC_EXPECT_ERROR(Manifest().merge_file(with_tol("key.yaml", "{mode: allclose, by_dtype: {bf16: {atol: 1, rtl: 1}}}")),
+                  ErrorKind::kManifest, "by_dtype.bf16", "rtl");
+  TC_EXPECT_ERROR(Manifest().merge_file(with_tol("miss.yaml", "{mode: allclose, by_dtype: {bf16: {atol: 1}}}")),
+                  ErrorKind::kManifest, "by_dtype.bf16", "rtol");
+}
+
+// Error bounds below a dtype's normal range need its subnormal spacing.
+TEST(DTypeSteps, SubnormalStep) {
+  EXPECT_EQ(subnormal_step(DType::kF16), std::ldexp(1.0, -24));
+  EXPECT_EQ(subnormal_step(DType::kBF16), std::ldexp(1.0, -133));
+  EXPECT_EQ(subnormal_step(DType::kF32), std::ldexp(1.0, -149));
+  EXPECT_EQ(conv::f16_to_f32(1), float(subnormal_step(DType::kF16)));  // the smallest positive fp16
+  EXPECT_EQ(conv::bf16_to_f32(1), float(subnormal_step(DType::kBF16)));
 }

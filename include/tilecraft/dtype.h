@@ -28,6 +28,10 @@ const char* dtype_name(DType t);
 // Accepts the canonical names and common aliases (float32, float16, e4m3, ...).
 std::optional<DType> parse_dtype(std::string_view name);
 bool is_float(DType t);
+// The spacing of a float dtype's subnormals (its smallest positive value):
+// below the normal range rounding errs by up to half of it, whatever the
+// magnitude, so error bounds relative to a value need it as an absolute term.
+double subnormal_step(DType t);
 
 // The C++ type that spells each dtype inside kernels (tc::bf16 etc.).
 const char* dtype_kernel_type(DType t);

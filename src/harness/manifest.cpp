@@ -193,12 +193,26 @@ OpSpec parse_op(const YAML::Node& n, const std::string& file) {
   op.outputs = parse_tensors(need(n, "outputs", c), c.at("outputs"));
   if (n["tolerance"]) {
     Ctx ct = c.at("tolerance");
-    only_keys(n["tolerance"], ct, {"mode", "atol", "rtol"});
+    only_keys(n["tolerance"], ct, {"mode", "atol", "rtol", "by_dtype"});
     op.tolerance.mode = as<std::string>(need(n["tolerance"], "mode", ct), ct.at("mode"), "bitwise or allclose");
     if (op.tolerance.mode != "bitwise" && op.tolerance.mode != "allclose")
       ct.at("mode").fail("expected bitwise or allclose, got '" + op.tolerance.mode + "'");
     if (n["tolerance"]["atol"]) op.tolerance.atol = as<double>(n["tolerance"]["atol"], ct.at("atol"), "a number");
     if (n["tolerance"]["rtol"]) op.tolerance.rtol = as<double>(n["tolerance"]["rtol"], ct.at("rtol"), "a number");
+    if (const YAML::Node b = n["tolerance"]["by_dtype"]) {
+      Ctx cb = ct.at("by_dtype");
+      if (op.tolerance.mode != "allclose") cb.fail("per-dtype tolerances need mode allclose");
+      if (!b.IsMap()) cb.fail("expected a map from dtype to {atol, rtol}");
+      for (auto kv : b) {
+        const std::string name = kv.first.as<std::string>();
+        Ctx cd = cb.at(name);
+        const auto dt = parse_dtype(name);
+        if (!dt || !is_float(*dt)) cd.fail("expected a float dtype name, got '" + name + "'");
+        only_keys(kv.second, cd, {"atol", "rtol"});
+        op.tolerance.by_dtype[*dt] = {as<double>(need(kv.second, "atol", cd), cd.at("atol"), "a number"),
+                                      as<double>(need(kv.second, "rtol", cd), cd.at("rtol"), "a number")};
+      }
+    }
   }
   std::set<std::string> syms(op.symbols.begin(), op.symbols.end());
   syms.insert(op.derived.begin(), op.derived.end());
@@ -350,6 +364,13 @@ OpSpec* Manifest::find(const std::string& op) {
   for (auto& o : ops_)
     if (o.name == op) return &o;
   return nullptr;
+}
+
+Tolerance Tolerance::for_dtype(DType t) const {
+  Tolerance r = *this;
+  if (auto it = by_dtype.find(t); it != by_dtype.end()) r.atol = it->second.first, r.rtol = it->second.second;
+  r.by_dtype.clear();
+  return r;
 }
 
 WorkloadSpec parse_shape_workload(const OpSpec& op, const std::string& text) {

@@ -104,7 +104,8 @@ std::string config_of(const Case& c, const RunOptions& o) {
 // Chunks run in parallel; each keeps its own first failure and maxima.
 }  // namespace
 
-bool compare_tensor(const Tolerance& tol, const TensorView& want, const TensorView& got, nlohmann::json& r) {
+bool compare_tensor(const Tolerance& op_tol, const TensorView& want, const TensorView& got, nlohmann::json& r) {
+  const Tolerance tol = op_tol.for_dtype(want.dtype);
   const int64_t n = want.numel();
   const size_t es = dtype_size(want.dtype);
   const bool bitwise = tol.mode == "bitwise";

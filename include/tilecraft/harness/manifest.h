@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tilecraft/dtype.h"
 #include "tilecraft/harness/expr.h"
 
 namespace tilecraft::harness {
@@ -42,6 +43,11 @@ struct WorkloadSpec {
 struct Tolerance {
   std::string mode = "bitwise";  // bitwise | allclose
   double atol = 0, rtol = 0;
+  // allclose: other atol / rtol for outputs of a given dtype (by_dtype in
+  // the manifest), e.g. bf16's 8-bit significand against fp16's 11.
+  std::map<DType, std::pair<double, double>> by_dtype;
+  // The tolerance an output of dtype `t` is compared under.
+  Tolerance for_dtype(DType t) const;
 };
 
 struct OpSpec {

@@ -524,7 +524,7 @@ class FusedMoeAdapter final : public OpAdapter {
             hv[size_t(j)] = g * sig * u;
             dh[size_t(j)] = u_act * std::fabs(hv[size_t(j)]) +
                             double(L.H) * eps * (1.1 * ga * std::fabs(u) + std::fabs(g * sig) * ua) +
-                            16 * eps * std::fabs(hv[size_t(j)]);
+                            16 * eps * std::fabs(hv[size_t(j)]) + 0.5 * subnormal_step(L.act);
           }
           for (int64_t h = 0; h < L.H; ++h) {
             double y = 0, ya = 0, yd = 0;
@@ -540,7 +540,8 @@ class FusedMoeAdapter final : public OpAdapter {
         }
         for (int64_t h = 0; h < L.H; ++h) {
           const double got = load_as_double(out.at("out").data, L.act, size_t(t * L.H + h));
-          const double allowed = bound[size_t(h)] + u_act * std::fabs(ref[size_t(h)]) + double(L.K) * eps + 1e-30;
+          const double allowed =
+              bound[size_t(h)] + u_act * std::fabs(ref[size_t(h)]) + double(L.K) * eps + subnormal_step(L.act);
           const double err = std::fabs(got - ref[size_t(h)]);
           pc.max_abs_err = std::max(pc.max_abs_err, std::isnan(err) ? INFINITY : err);
           pc.max_excess = std::max(pc.max_excess, std::isnan(err) ? INFINITY : err / allowed);

@@ -132,7 +132,8 @@ bool compare_rows(const Tolerance& tol, const std::vector<uint8_t>& mask, const 
 
 F64Check check_rows_f64(const reference::MoeGroupedGemmRef& r, const std::vector<uint8_t>& mask,
                         const TensorView& out) {
-  // One unit in the last place of the output dtype, relative: the final cast.
+  // One unit in the last place of the output dtype, relative: the final cast
+  // (and, for results in the subnormal range, one step of it).
   const double ulp = out.dtype == DType::kBF16 ? 1.0 / 128 : out.dtype == DType::kF16 ? 1.0 / 1024 : 1.0 / (1 << 23);
   F64Check c;
   std::vector<float> w(size_t(r.N * r.K)), wu(r.gated ? size_t(r.N * r.K) : 0);
@@ -160,7 +161,7 @@ F64Check check_rows_f64(const reference::MoeGroupedGemmRef& r, const std::vector
                                                               &bound);
         const double got = load_as_double(out.data, out.dtype, size_t(row * r.N + n));
         const double err = std::fabs(got - want);
-        const double allowed = bound * (1 + ulp) + ulp * std::fabs(want) + 1e-30;
+        const double allowed = bound * (1 + ulp) + ulp * std::fabs(want) + subnormal_step(out.dtype);
         c.max_abs_err = std::max(c.max_abs_err, std::isnan(err) ? INFINITY : err);
         c.max_excess = std::max(c.max_excess, std::isnan(err) ? INFINITY : err / allowed);
         if (!(err <= allowed)) {
