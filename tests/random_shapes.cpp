@@ -86,9 +86,10 @@ std::vector<std::string> random_gemm_shapes(uint64_t seed, int count) {
   while (int(out.size()) < count) {
     const int64_t E = r.experts(), T = r.tokens(4000);
     const int64_t N = r.width(8, 2048), K = r.width(8, 2048);
-    if (E * N * K > 60'000'000) continue;
+    // (the golden regenerates the touched experts' weights on the host)
+    if (E * N * K > 24'000'000) continue;
     const int64_t topk = std::min<int64_t>(E, r.coin(0.6) ? r.pick<int64_t>({1, 2, 4, 8}) : r.in(1, 16));
-    if (T * topk * N * K > 3'000'000'000) continue;
+    if (T * topk * N * K > 1'500'000'000) continue;
     const bool contiguous = r.coin(0.4);
     std::string s = fmt::format("T={},topk={},E={},N={},K={},dtype={},layout={},weights={},a_rows={},routing={}", T,
                                 topk, E, N, K, r.coin() ? "bf16" : "fp16", r.coin() ? "kn" : "nk",
@@ -97,6 +98,61 @@ std::vector<std::string> random_gemm_shapes(uint64_t seed, int count) {
     if (contiguous && r.coin(0.3)) s += ",padding=skipped";
     if (r.coin(0.3)) s += fmt::format(",block_m={}", r.pick({16, 32, 64, 128}));
     out.push_back(s);
+  }
+  return out;
+}
+std::vector<std::string> random_gate_shapes(uint64_t seed, int count) {
+  Draw r{std::mt19937_64(seed ^ 0x51afd7ed558ccd5bull)};
+  std::vector<std::string> out;
+  while (int(out.size()) < count) {
+    const int64_t E = r.coin() ? r.pick<int64_t>({1, 2, 8, 64, 128, 256, 384, 512, 1024}) : r.in(1, 1024);
+    const int64_t T = r.tokens(6000);
+    const bool sigmoid = r.coin(0.5);
+    int64_t n_group = 1, topk_group = 1, eligible = E;
+    if (sigmoid) {
+      const auto d = divisors_upto(E, 32);
+      n_group = d[size_t(r.in(0, int64_t(d.size()) - 1))];
+      topk_group = r.in(1, n_group);
+      eligible = topk_group * (E / n_group);
+    }
+    const int64_t K = r.coin(0.6) ? std::min<int64_t>(eligible, r.pick<int64_t>({1, 2, 4, 8})) : r.in(1, std::min<int64_t>(eligible, 32));
+    std::string s = fmt::format("T={},E={},K={},logits={},scores={}", T, E, K, r.pick({"uniform", "uniform", "ties"}),
+                                r.pick({"fp32", "fp32", "fp16", "bf16"}));
+    if (sigmoid)
+      s += fmt::format(",mode=sigmoid_grouped_topk,n_group={},topk_group={},scale={},bias={}", n_group, topk_group,
+                       r.pick({"1.0", "2.5"}), r.coin() ? "true" : "false");
+    if (r.coin()) s += ",renormalize=true";
+    out.push_back(s);
+  }
+  return out;
+}
+
+std::vector<std::string> random_mapping_shapes(uint64_t seed, int count) {
+  Draw r{std::mt19937_64(seed ^ 0x2545f4914f6cdd1dull)};
+  std::vector<std::string> out;
+  while (int(out.size()) < count) {
+    const int64_t E = r.coin() ? r.pick<int64_t>({1, 2, 8, 64, 128, 256, 384, 1024}) : r.in(1, 1024);
+    const int64_t T = r.tokens(20000), K = std::min<int64_t>(E, r.coin(0.6) ? r.pick<int64_t>({1, 2, 8}) : r.in(1, 32));
+    const int64_t block_m = r.coin(0.6) ? r.pick<int64_t>({1, 16, 32, 64, 128}) : r.in(1, 1024);
+    out.push_back(fmt::format("T={},K={},E={},block_m={},routing={}", T, K, E, block_m,
+                              r.pick({"uniform", "uniform", "skewed", "one_hot", "empty_experts", "dropped"})));
+  }
+  return out;
+}
+
+std::vector<std::string> random_reduce_shapes(uint64_t seed, int count) {
+  Draw r{std::mt19937_64(seed ^ 0x9fb21c651e98df25ull)};
+  std::vector<std::string> out;
+  while (int(out.size()) < count) {
+    const int64_t experts = r.coin() ? r.pick<int64_t>({1, 2, 8, 64, 128, 256, 384}) : r.in(1, 512);
+    const int64_t T = r.tokens(6000), K = std::min<int64_t>(experts, r.coin(0.6) ? r.pick<int64_t>({1, 2, 4, 8}) : r.in(1, 16));
+    const int64_t H = r.width(1, 8192);
+    if (T * K * H > 200'000'000) continue;
+    const char* routing = r.pick({"uniform", "uniform", "ep_local", "all_skip", "duplicate"});
+    const auto d = divisors_upto(experts, 16);
+    const int64_t ep = std::string(routing) == "ep_local" ? d[size_t(r.in(0, int64_t(d.size()) - 1))] : 1;
+    out.push_back(fmt::format("T={},K={},H={},experts={},ep={},dtype={},routing={}", T, K, H, experts, ep,
+                              r.pick({"fp32", "bf16", "fp16"}), routing));
   }
   return out;
 }

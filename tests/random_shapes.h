@@ -18,4 +18,10 @@ std::vector<std::string> random_layer_shapes(uint64_t seed, int count);
 // `count` valid moe_grouped_gemm workloads (every layout, weight form, A-row
 // form, padding mode and tile height the manifest accepts).
 std::vector<std::string> random_gemm_shapes(uint64_t seed, int count);
+// `count` valid workloads of the routing and combine operators: the top-k
+// gate (E 1..1024, K 1..32, both modes, tied logits, rounded scores), the
+// mapping (block_m 1..1024) and moe_reduce_fused (every routing form).
+std::vector<std::string> random_gate_shapes(uint64_t seed, int count);
+std::vector<std::string> random_mapping_shapes(uint64_t seed, int count);
+std::vector<std::string> random_reduce_shapes(uint64_t seed, int count);
 }  // namespace tilecraft::test

@@ -50,4 +50,11 @@ TEST(RandomShapes, LayersAreValidAndGetKernels) {
 TEST(RandomShapes, GroupedGemmsAreValidAndGetKernels) {
   expect_kernels_chosen("moe_grouped_gemm", test::random_gemm_shapes(test::random_shape_seed(), 48));
 }
+
+TEST(RandomShapes, RoutingAndCombineAreValidAndGetKernels) {
+  const uint64_t seed = test::random_shape_seed();
+  expect_kernels_chosen("moe_topk_gate", test::random_gate_shapes(seed, 48));
+  expect_kernels_chosen("moe_fused_mapping", test::random_mapping_shapes(seed, 48));
+  expect_kernels_chosen("moe_reduce_fused", test::random_reduce_shapes(seed, 48));
+}
 }  // namespace tilecraft

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <iostream>
 
 #include "tilecraft/harness/precompile.h"
 #include "tilecraft/harness/runner.h"
@@ -29,9 +30,12 @@ int run_selected(const harness::Selection& s, DeviceType backend, const std::map
   const auto cases = harness::select_cases(m, s, storage);
   if (backend == DeviceType::kCUDA) harness::precompile(cases, checked, rt::device_info(0).arch());
   for (auto& c : cases) {
+    // One line per case as it starts, so a test stopped by its timeout names
+    // the case it was in.
+    const std::string what = c.op->name + " / " + c.variant->name + " / " + c.workload->name;
+    std::cout << "[" << n + 1 << "/" << cases.size() << "] " << what << std::endl;
     auto r = harness::run_correctness(c, backend, checked, env);
-    EXPECT_EQ(r["status"].get<std::string>(), "pass")
-        << c.op->name << " / " << c.variant->name << " / " << c.workload->name << " (seed " << c.seed << "): " << r.dump();
+    EXPECT_EQ(r["status"].get<std::string>(), "pass") << what << " (seed " << c.seed << "): " << r.dump();
     ++n;
   }
   return n;
