@@ -30,17 +30,22 @@ TC_TILE_ORDER_FN int tile_order_load(const int* p) {
 // weights one pass). Long experts (starts further back) keep the nominal
 // boundary. group_align < group_m keeps the boundaries increasing.
 // (b - d >= 0 for every tile looked at: b >= group_m > group_align.)
-// group_align is at most kMaxGroupAlign. The look-back's loads run one
-// after another (few registers): the warp-specialised kernel decodes a unit
-// a tile ring ahead of its consumers, off their way to the MMAs.
+// group_align is at most kMaxGroupAlign (the five scalars below).
 constexpr int kMaxGroupAlign = 3;
 TC_TILE_ORDER_FN long long gemm_group_bound(const GroupedGemmParams& p, long long k, int tiles) {
   const long long b = k * p.group_m;
   if (b >= tiles) return tiles;
   if (b == 0) return 0;
-  const int e = tile_order_load(p.tile_expert + b);
-  for (int d = 1; d <= p.group_align + 1; ++d)
-    if (tile_order_load(p.tile_expert + (b - d)) != e) return b - d + 1;
+  // Row tiles b - 4 .. b, loaded independently (one memory round trip, not
+  // one per tile looked at); b - 3 and b - 4 only where group_align reaches them.
+  const int* t = p.tile_expert + b;
+  const int ga = p.group_align;
+  const int e0 = tile_order_load(t), e1 = tile_order_load(t - 1), e2 = tile_order_load(t - 2);
+  const int e3 = ga >= 2 ? tile_order_load(t - 3) : e0, e4 = ga >= 3 ? tile_order_load(t - 4) : e0;
+  if (e1 != e0) return b;
+  if (e2 != e0) return b - 1;
+  if (e3 != e0) return b - 2;
+  if (e4 != e0) return b - 3;
   return b;
 }
 
