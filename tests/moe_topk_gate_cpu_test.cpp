@@ -2,9 +2,12 @@
 // hand-built inputs (grouping, bias, ties to the smaller index).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <deque>
 #include <vector>
 
 #include "test_util.h"
+#include "tilecraft/harness/op_adapter.h"
 #include "tilecraft/harness/runner.h"
 #include "tilecraft/ops/moe_topk_gate.h"
 
@@ -88,4 +91,59 @@ TEST(MoeTopkGate, ValidationMessages) {
 
 TEST(MoeTopkGate, ManifestCasesPassOnCpu) {
   EXPECT_GT(test::expect_manifest_cases_pass("moe_topk_gate", DeviceType::kCPU), 10);
+}
+
+// The float64 check (every backend's, GPU runs included) accepts the golden's
+// routing and rejects a wrong one: a repeated id, a weight 1% off, and (in
+// sigmoid mode, where one expert's score leaves the others' weights as they
+// are) a routing that misses an expert whose score beats the chosen ones.
+TEST(MoeTopkGateChecks, Float64CheckRejectsWrongRoutings) {
+  using namespace tilecraft::harness;
+  const Manifest m = Manifest::load();
+  const auto& a = adapter_for("moe_topk_gate");
+  for (const char* workload : {"deepseek-v3-t16", "kimi-k2-t512", "deepseek-bf16-scores", "qwen3-30b-a3b-t256"}) {
+    SCOPED_TRACE(workload);
+    Selection s;
+    s.op = "moe_topk_gate";
+    s.workload = workload;
+    std::deque<WorkloadSpec> storage;
+    const auto cases = select_cases(m, s, storage);
+    ASSERT_EQ(cases.size(), 1u);
+    CaseData d = a.generate(cases[0]);
+    HostTensor& logits = d.inputs.at("logits");
+    const int64_t T = logits.shape()[0], E = logits.shape()[1], K = cases[0].workload->symbols.at("K");
+    HostTensor ids(DType::kI32, {T, K}), w(DType::kF32, {T, K});
+    const Tensors out{{"ids", ids.view()}, {"weights", w.view()}};
+    a.golden(d, out);
+    ASSERT_EQ(a.check_f64(d, out).num_failed, 0);
+    const int64_t t = 3;
+    auto expect_rejected = [&](const char* what, auto&& corrupt) {
+      const std::vector<int32_t> ids0(ids.ptr<int32_t>(), ids.ptr<int32_t>() + T * K);
+      const std::vector<float> w0(w.ptr<float>(), w.ptr<float>() + T * K), l0(logits.ptr<float>() + t * E,
+                                                                                logits.ptr<float>() + (t + 1) * E);
+      corrupt();
+      const F64Check c = a.check_f64(d, out);
+      EXPECT_EQ(c.num_failed, 1) << what;
+      EXPECT_EQ(c.first_failed, t) << what;
+      std::copy(ids0.begin(), ids0.end(), ids.ptr<int32_t>());
+      std::copy(w0.begin(), w0.end(), w.ptr<float>());
+      std::copy(l0.begin(), l0.end(), logits.ptr<float>() + t * E);
+    };
+    expect_rejected("a repeated id", [&] { ids.ptr<int32_t>()[t * K + 1] = ids.ptr<int32_t>()[t * K]; });
+    expect_rejected("a weight 1% off", [&] { w.ptr<float>()[t * K] *= 1.01f; });
+    if (std::string(workload).rfind("qwen", 0) == 0) continue;  // softmax: every weight would move
+    // An expert the golden left out now scores above every other: its logit
+    // raised to sigmoid 1, and of those left out the one with the largest
+    // correction bias (the chosen experts' weights stay as they are). Its
+    // absence is wrong.
+    std::vector<bool> chosen(size_t(E), false);
+    for (int64_t k = 0; k < K; ++k) chosen[size_t(ids.ptr<int32_t>()[t * K + k])] = true;
+    const auto bias = d.inputs.find("bias");
+    auto bias_of = [&](int64_t e) { return bias == d.inputs.end() ? 0.f : bias->second.ptr<float>()[e]; };
+    int64_t left = -1;
+    for (int64_t e = 0; e < E; ++e)
+      if (!chosen[size_t(e)] && (left < 0 || bias_of(e) > bias_of(left))) left = e;
+    ASSERT_GE(left, 0);
+    expect_rejected("a missed expert", [&] { logits.ptr<float>()[t * E + left] = 30.f; });
+  }
 }

@@ -48,14 +48,16 @@ uint64_t random_shape_seed() {
   return s && *s ? std::strtoull(s, nullptr, 10) : 20261202ull;
 }
 
-std::vector<std::string> random_layer_shapes(uint64_t seed, int count) {
+std::vector<std::string> random_layer_shapes(uint64_t seed, int count, ShapeBudget budget) {
+  const int64_t max_weights = budget.weights ? budget.weights : 160'000'000;
+  const int64_t max_macs = budget.macs ? budget.macs : 6'000'000'000;
   Draw r{std::mt19937_64(seed)};
   std::vector<std::string> out;
   while (int(out.size()) < count) {
     const int64_t E = r.experts(), T = r.tokens(3000);
     const int64_t H = r.width(16, 1536), I = r.width(8, 1024);
     // Host and device memory for the weights and the golden's work stay small.
-    if (E * 3 * H * I > 160'000'000) continue;
+    if (E * 3 * H * I > max_weights) continue;
     const bool sigmoid = E >= 2 && r.coin(0.4);
     int64_t n_group = 1, topk_group = 1, eligible = E;
     if (sigmoid) {
@@ -66,7 +68,7 @@ std::vector<std::string> random_layer_shapes(uint64_t seed, int count) {
     }
     const int64_t kmax = std::min<int64_t>(eligible, 16);
     const int64_t K = r.coin(0.6) ? std::min<int64_t>(kmax, r.pick<int64_t>({1, 2, 4, 6, 8})) : r.in(1, kmax);
-    if (T * K * 3 * H * I > 6'000'000'000) continue;
+    if (T * K * 3 * H * I > max_macs) continue;
     const char* routing = r.pick({"router", "router", "router", "uniform", "skewed", "empty_experts", "dropped"});
     std::string s = fmt::format("T={},H={},I={},E={},K={},dtype={},weights={},routing={}", T, H, I, E, K,
                                 r.coin() ? "bf16" : "fp16", r.coin() ? "per_expert" : "stacked", routing);
@@ -80,16 +82,17 @@ std::vector<std::string> random_layer_shapes(uint64_t seed, int count) {
   return out;
 }
 
-std::vector<std::string> random_gemm_shapes(uint64_t seed, int count) {
+std::vector<std::string> random_gemm_shapes(uint64_t seed, int count, ShapeBudget budget) {
+  const int64_t max_weights = budget.weights ? budget.weights : 24'000'000;
+  const int64_t max_macs = budget.macs ? budget.macs : 1'500'000'000;
   Draw r{std::mt19937_64(seed ^ 0x9e3779b97f4a7c15ull)};
   std::vector<std::string> out;
   while (int(out.size()) < count) {
     const int64_t E = r.experts(), T = r.tokens(4000);
     const int64_t N = r.width(8, 2048), K = r.width(8, 2048);
-    // (the golden regenerates the touched experts' weights on the host)
-    if (E * N * K > 24'000'000) continue;
+    if (E * N * K > max_weights) continue;
     const int64_t topk = std::min<int64_t>(E, r.coin(0.6) ? r.pick<int64_t>({1, 2, 4, 8}) : r.in(1, 16));
-    if (T * topk * N * K > 1'500'000'000) continue;
+    if (T * topk * N * K > max_macs) continue;
     const bool contiguous = r.coin(0.4);
     std::string s = fmt::format("T={},topk={},E={},N={},K={},dtype={},layout={},weights={},a_rows={},routing={}", T,
                                 topk, E, N, K, r.coin() ? "bf16" : "fp16", r.coin() ? "kn" : "nk",

@@ -57,4 +57,18 @@ TEST(RandomShapes, RoutingAndCombineAreValidAndGetKernels) {
   expect_kernels_chosen("moe_fused_mapping", test::random_mapping_shapes(seed, 48));
   expect_kernels_chosen("moe_reduce_fused", test::random_reduce_shapes(seed, 48));
 }
+
+// The CPU backend (the reference implementations) on small draws of every op,
+// against the float64 checks: a bound that cannot hold (session 38 found fp16
+// results in the subnormal range) fails here, in CI, before any GPU run.
+TEST(RandomShapes, CpuBackendPassesItsChecks) {
+  const uint64_t seed = test::random_shape_seed();
+  const test::ShapeBudget small{2'000'000, 40'000'000};
+  EXPECT_EQ(test::expect_shape_cases_pass("fused_moe", DeviceType::kCPU, test::random_layer_shapes(seed, 12, small)), 12);
+  EXPECT_EQ(test::expect_shape_cases_pass("moe_grouped_gemm", DeviceType::kCPU, test::random_gemm_shapes(seed, 12, small)),
+            12 * 3);
+  EXPECT_EQ(test::expect_shape_cases_pass("moe_topk_gate", DeviceType::kCPU, test::random_gate_shapes(seed, 16)), 16);
+  EXPECT_EQ(test::expect_shape_cases_pass("moe_fused_mapping", DeviceType::kCPU, test::random_mapping_shapes(seed, 16)),
+            16);
+}
 }  // namespace tilecraft

@@ -73,6 +73,39 @@ bool near(double a, double b, double ulp) {
   return std::fabs(a - b) <= kTieTol * std::max(1.0, std::fabs(b)) + 2 * ulp * std::fabs(b);
 }
 
+// sigmoid_grouped_topk in float64: the groups (top-2 sums of `sel`) the
+// chosen experts lie in must be a correct choice of topk_group groups up to
+// near-ties (a score rounded to its neighbour moves a group sum by a unit
+// too), and `rival` marks the experts the chosen ones must beat: those of
+// the chosen groups and of every group that is in the top topk_group however
+// near-ties fall. False: the chosen experts span groups no correct choice keeps.
+bool group_rivals(const std::vector<double>& sel, const std::vector<bool>& chosen, const ops::MoeTopkGateParams& p,
+                  double ulp, std::vector<bool>& rival) {
+  const int64_t E = int64_t(sel.size()), gs = E / p.n_group;
+  std::vector<double> gscore(size_t(p.n_group));
+  for (int g = 0; g < p.n_group; ++g) {
+    std::vector<double> m(sel.begin() + g * gs, sel.begin() + (g + 1) * gs);
+    std::sort(m.rbegin(), m.rend());
+    gscore[size_t(g)] = m[0] + (gs > 1 ? m[1] : 0.0);
+  }
+  std::vector<double> sorted = gscore;
+  std::sort(sorted.rbegin(), sorted.rend());
+  const double last_in = sorted[size_t(p.topk_group - 1)];  // the topk_group-th best
+  const double first_out = p.topk_group < p.n_group ? sorted[size_t(p.topk_group)] : -INFINITY;
+  std::vector<bool> used(size_t(p.n_group), false);
+  int n_used = 0;
+  for (int64_t e = 0; e < E; ++e)
+    if (chosen[size_t(e)] && !used[size_t(e / gs)]) used[size_t(e / gs)] = true, ++n_used;
+  if (n_used > p.topk_group) return false;
+  for (int g = 0; g < p.n_group; ++g) {
+    const double s = gscore[size_t(g)];
+    if (used[size_t(g)] && s < last_in && !near(s, last_in, ulp)) return false;  // clearly outside the top
+    const bool surely_kept = s > first_out && !near(s, first_out, ulp);
+    for (int64_t e = g * gs; e < (g + 1) * gs; ++e) rival[size_t(e)] = used[size_t(g)] || surely_kept;
+  }
+  return true;
+}
+
 class MoeTopkGateAdapter final : public OpAdapter {
  public:
   std::string name() const override { return kOp; }
@@ -188,20 +221,6 @@ class MoeTopkGateAdapter final : public OpAdapter {
           wt[size_t(e)] = round(1.0 / (1.0 + std::exp(-row[size_t(e)])));
           sel[size_t(e)] = wt[size_t(e)] + (bias != d.inputs.end() ? bias->second.ptr<float>()[e] : 0.0);
         }
-        if (p.n_group > 1) {
-          const int64_t gs = E / p.n_group;
-          std::vector<std::pair<double, int>> gscore;
-          for (int g = 0; g < p.n_group; ++g) {
-            std::vector<double> m(sel.begin() + g * gs, sel.begin() + (g + 1) * gs);
-            std::sort(m.rbegin(), m.rend());
-            gscore.push_back({m[0] + (gs > 1 ? m[1] : 0.0), -g});
-          }
-          std::sort(gscore.rbegin(), gscore.rend());
-          std::vector<bool> keep(size_t(p.n_group), false);
-          for (int i = 0; i < p.topk_group; ++i) keep[size_t(-gscore[size_t(i)].second)] = true;
-          for (int64_t e = 0; e < E; ++e)
-            if (!keep[size_t(e / gs)]) sel[size_t(e)] = -INFINITY;
-        }
       }
       const int32_t* ids = out.at("ids").ptr<int32_t>() + t * K;
       const float* w = out.at("weights").ptr<float>() + t * K;
@@ -213,11 +232,17 @@ class MoeTopkGateAdapter final : public OpAdapter {
         chosen[size_t(ids[k])] = true;
         denom += wt[size_t(ids[k])];
       }
+      // Which experts the chosen ones compete with: all, or with groups
+      // those of the groups the backend kept, as far as they are determined.
+      std::vector<bool> rival(static_cast<size_t>(E), true);
+      if (!bad && p.mode == ops::GateMode::kSigmoidGroupedTopk && p.n_group > 1)
+        bad = !group_rivals(sel, chosen, p, ulp, rival);
       if (!bad) {
         double worst_chosen = INFINITY, best_left = -INFINITY;
-        for (int64_t e = 0; e < E; ++e)
-          (chosen[size_t(e)] ? worst_chosen : best_left) =
-              chosen[size_t(e)] ? std::min(worst_chosen, sel[size_t(e)]) : std::max(best_left, sel[size_t(e)]);
+        for (int64_t e = 0; e < E; ++e) {
+          if (chosen[size_t(e)]) worst_chosen = std::min(worst_chosen, sel[size_t(e)]);
+          else if (rival[size_t(e)]) best_left = std::max(best_left, sel[size_t(e)]);
+        }
         bad = worst_chosen < best_left && !near(worst_chosen, best_left, ulp);
         for (int64_t k = 0; k < K && !bad; ++k) {
           double want = wt[size_t(ids[k])] * (p.renormalize ? 1.0 / denom : 1.0) *
