@@ -36,8 +36,8 @@ TEST(GpuRandomShapes, RoutingAndCombine) {
   TC_REQUIRE_GPU();
   const uint64_t seed = test::random_shape_seed();
   EXPECT_EQ(test::expect_shape_cases_pass("moe_topk_gate", DeviceType::kCUDA, test::random_gate_shapes(seed, 48)), 48);
-  EXPECT_EQ(test::expect_shape_cases_pass("moe_fused_mapping", DeviceType::kCUDA, test::random_mapping_shapes(seed, 48)),
-            48);
+  EXPECT_EQ(
+      test::expect_shape_cases_pass("moe_fused_mapping", DeviceType::kCUDA, test::random_mapping_shapes(seed, 48)), 48);
   EXPECT_EQ(test::expect_shape_cases_pass("moe_reduce_fused", DeviceType::kCUDA, test::random_reduce_shapes(seed, 24)),
             24 * 8);  // 8 variants
 }

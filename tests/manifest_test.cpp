@@ -1,3 +1,5 @@
+#include "tilecraft/harness/manifest.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -5,7 +7,6 @@
 #include <fstream>
 
 #include "test_util.h"
-#include "tilecraft/harness/manifest.h"
 #include "tilecraft/harness/runner.h"
 
 using namespace tilecraft;
@@ -131,10 +132,12 @@ TEST(Manifest, TolerancePerDtype) {
   EXPECT_EQ(t.for_dtype(DType::kF16).rtol, 2);
   EXPECT_EQ(t.for_dtype(DType::kF32).atol, 0.1);
   EXPECT_EQ(t.for_dtype(DType::kF32).rtol, 0.2);
-  TC_EXPECT_ERROR(Manifest().merge_file(with_tol("bitwise.yaml", "{mode: bitwise, by_dtype: {fp16: {atol: 1, rtol: 1}}}")),
-                  ErrorKind::kManifest, "tolerance.by_dtype", "allclose");
-  TC_EXPECT_ERROR(Manifest().merge_file(with_tol("int.yaml", "{mode: allclose, by_dtype: {int32: {atol: 1, rtol: 1}}}")),
-                  ErrorKind::kManifest, "by_dtype.int32", "float dtype");
+  TC_EXPECT_ERROR(
+      Manifest().merge_file(with_tol("bitwise.yaml", "{mode: bitwise, by_dtype: {fp16: {atol: 1, rtol: 1}}}")),
+      ErrorKind::kManifest, "tolerance.by_dtype", "allclose");
+  TC_EXPECT_ERROR(
+      Manifest().merge_file(with_tol("int.yaml", "{mode: allclose, by_dtype: {int32: {atol: 1, rtol: 1}}}")),
+      ErrorKind::kManifest, "by_dtype.int32", "float dtype");
   TC_EXPECT_ERROR(Manifest().merge_file(with_tol("key.yaml", "{mode: allclose, by_dtype: {bf16: {atol: 1, rtl: 1}}}")),
                   ErrorKind::kManifest, "by_dtype.bf16", "rtl");
   TC_EXPECT_ERROR(Manifest().merge_file(with_tol("miss.yaml", "{mode: allclose, by_dtype: {bf16: {atol: 1}}}")),

@@ -119,8 +119,8 @@ TEST(MoeTopkGateChecks, Float64CheckRejectsWrongRoutings) {
     const int64_t t = 3;
     auto expect_rejected = [&](const char* what, auto&& corrupt) {
       const std::vector<int32_t> ids0(ids.ptr<int32_t>(), ids.ptr<int32_t>() + T * K);
-      const std::vector<float> w0(w.ptr<float>(), w.ptr<float>() + T * K), l0(logits.ptr<float>() + t * E,
-                                                                                logits.ptr<float>() + (t + 1) * E);
+      const std::vector<float> w0(w.ptr<float>(), w.ptr<float>() + T * K),
+          l0(logits.ptr<float>() + t * E, logits.ptr<float>() + (t + 1) * E);
       corrupt();
       const F64Check c = a.check_f64(d, out);
       EXPECT_EQ(c.num_failed, 1) << what;

@@ -23,16 +23,19 @@ struct Draw {
   // Token counts across every path: none, decode, mid-size, prefill.
   int64_t tokens(int64_t hi) {
     switch (in(0, 5)) {
-      case 0: return pick<int64_t>({0, 1, 2, 3});
-      case 1: return in(1, 16);
-      case 2: return in(17, 128);
-      case 3: return in(129, 700);
-      default: return in(700, hi);
+      case 0:
+        return pick<int64_t>({0, 1, 2, 3});
+      case 1:
+        return in(1, 16);
+      case 2:
+        return in(17, 128);
+      case 3:
+        return in(129, 700);
+      default:
+        return in(700, hi);
     }
   }
-  int64_t experts() {
-    return coin() ? pick<int64_t>({1, 2, 3, 4, 8, 16, 32, 64, 128, 256, 384}) : in(1, 300);
-  }
+  int64_t experts() { return coin() ? pick<int64_t>({1, 2, 3, 4, 8, 16, 32, 64, 128, 256, 384}) : in(1, 300); }
 };
 
 std::vector<int64_t> divisors_upto(int64_t n, int64_t hi) {
@@ -118,7 +121,8 @@ std::vector<std::string> random_gate_shapes(uint64_t seed, int count) {
       topk_group = r.in(1, n_group);
       eligible = topk_group * (E / n_group);
     }
-    const int64_t K = r.coin(0.6) ? std::min<int64_t>(eligible, r.pick<int64_t>({1, 2, 4, 8})) : r.in(1, std::min<int64_t>(eligible, 32));
+    const int64_t K = r.coin(0.6) ? std::min<int64_t>(eligible, r.pick<int64_t>({1, 2, 4, 8}))
+                                  : r.in(1, std::min<int64_t>(eligible, 32));
     std::string s = fmt::format("T={},E={},K={},logits={},scores={}", T, E, K, r.pick({"uniform", "uniform", "ties"}),
                                 r.pick({"fp32", "fp32", "fp16", "bf16"}));
     if (sigmoid)
@@ -148,7 +152,8 @@ std::vector<std::string> random_reduce_shapes(uint64_t seed, int count) {
   std::vector<std::string> out;
   while (int(out.size()) < count) {
     const int64_t experts = r.coin() ? r.pick<int64_t>({1, 2, 8, 64, 128, 256, 384}) : r.in(1, 512);
-    const int64_t T = r.tokens(6000), K = std::min<int64_t>(experts, r.coin(0.6) ? r.pick<int64_t>({1, 2, 4, 8}) : r.in(1, 16));
+    const int64_t T = r.tokens(6000),
+                  K = std::min<int64_t>(experts, r.coin(0.6) ? r.pick<int64_t>({1, 2, 4, 8}) : r.in(1, 16));
     const int64_t H = r.width(1, 8192);
     if (T * K * H > 200'000'000) continue;
     const char* routing = r.pick({"uniform", "uniform", "ep_local", "all_skip", "duplicate"});

@@ -2,12 +2,13 @@
 // for every one of them on both targets (no GPU needed: the choice of
 // kernels and configs is host code). The GPU test runs them
 // (gpu_random_shapes_test.cpp).
+#include "random_shapes.h"
+
 #include <gtest/gtest.h>
 
 #include <deque>
 #include <map>
 
-#include "random_shapes.h"
 #include "test_util.h"
 #include "tilecraft/harness/runner.h"
 
@@ -64,9 +65,11 @@ TEST(RandomShapes, RoutingAndCombineAreValidAndGetKernels) {
 TEST(RandomShapes, CpuBackendPassesItsChecks) {
   const uint64_t seed = test::random_shape_seed();
   const test::ShapeBudget small{2'000'000, 40'000'000};
-  EXPECT_EQ(test::expect_shape_cases_pass("fused_moe", DeviceType::kCPU, test::random_layer_shapes(seed, 12, small)), 12);
-  EXPECT_EQ(test::expect_shape_cases_pass("moe_grouped_gemm", DeviceType::kCPU, test::random_gemm_shapes(seed, 12, small)),
-            12 * 3);
+  EXPECT_EQ(test::expect_shape_cases_pass("fused_moe", DeviceType::kCPU, test::random_layer_shapes(seed, 12, small)),
+            12);
+  EXPECT_EQ(
+      test::expect_shape_cases_pass("moe_grouped_gemm", DeviceType::kCPU, test::random_gemm_shapes(seed, 12, small)),
+      12 * 3);
   EXPECT_EQ(test::expect_shape_cases_pass("moe_topk_gate", DeviceType::kCPU, test::random_gate_shapes(seed, 16)), 16);
   EXPECT_EQ(test::expect_shape_cases_pass("moe_fused_mapping", DeviceType::kCPU, test::random_mapping_shapes(seed, 16)),
             16);

@@ -43,11 +43,16 @@ bool is_float(DType t) { return t != DType::kI32 && t != DType::kI64; }
 
 double subnormal_step(DType t) {
   switch (t) {
-    case DType::kF16: return std::ldexp(1.0, -24);
-    case DType::kBF16: return std::ldexp(1.0, -133);
-    case DType::kF32: return std::ldexp(1.0, -149);
-    case DType::kF8E4M3: return std::ldexp(1.0, -9);
-    default: return 0;
+    case DType::kF16:
+      return std::ldexp(1.0, -24);
+    case DType::kBF16:
+      return std::ldexp(1.0, -133);
+    case DType::kF32:
+      return std::ldexp(1.0, -149);
+    case DType::kF8E4M3:
+      return std::ldexp(1.0, -9);
+    default:
+      return 0;
   }
 }
 

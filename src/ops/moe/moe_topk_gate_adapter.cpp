@@ -240,8 +240,10 @@ class MoeTopkGateAdapter final : public OpAdapter {
       if (!bad) {
         double worst_chosen = INFINITY, best_left = -INFINITY;
         for (int64_t e = 0; e < E; ++e) {
-          if (chosen[size_t(e)]) worst_chosen = std::min(worst_chosen, sel[size_t(e)]);
-          else if (rival[size_t(e)]) best_left = std::max(best_left, sel[size_t(e)]);
+          if (chosen[size_t(e)])
+            worst_chosen = std::min(worst_chosen, sel[size_t(e)]);
+          else if (rival[size_t(e)])
+            best_left = std::max(best_left, sel[size_t(e)]);
         }
         bad = worst_chosen < best_left && !near(worst_chosen, best_left, ulp);
         for (int64_t k = 0; k < K && !bad; ++k) {
