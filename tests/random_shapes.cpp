@@ -44,6 +44,23 @@ std::vector<int64_t> divisors_upto(int64_t n, int64_t hi) {
     if (n % i == 0) d.push_back(i);
   return d;
 }
+
+// sigmoid_grouped_topk's groups over E experts (n_group a divisor of E up
+// to 32, topk_group of them kept) and the experts they leave eligible; one
+// group of all experts in softmax mode.
+struct Groups {
+  int64_t n_group = 1, topk_group = 1, eligible = 0;
+};
+Groups draw_groups(Draw& r, int64_t E, bool sigmoid) {
+  Groups g{1, 1, E};
+  if (sigmoid) {
+    const auto d = divisors_upto(E, 32);
+    g.n_group = d[size_t(r.in(0, int64_t(d.size()) - 1))];
+    g.topk_group = r.in(1, g.n_group);
+    g.eligible = g.topk_group * (E / g.n_group);
+  }
+  return g;
+}
 }  // namespace
 
 uint64_t random_shape_seed() {
@@ -62,21 +79,15 @@ std::vector<std::string> random_layer_shapes(uint64_t seed, int count, ShapeBudg
     // Host and device memory for the weights and the golden's work stay small.
     if (E * 3 * H * I > max_weights) continue;
     const bool sigmoid = E >= 2 && r.coin(0.4);
-    int64_t n_group = 1, topk_group = 1, eligible = E;
-    if (sigmoid) {
-      const auto d = divisors_upto(E, 32);
-      n_group = d[size_t(r.in(0, int64_t(d.size()) - 1))];
-      topk_group = r.in(1, n_group);
-      eligible = topk_group * (E / n_group);
-    }
-    const int64_t kmax = std::min<int64_t>(eligible, 16);
+    const Groups gr = draw_groups(r, E, sigmoid);
+    const int64_t kmax = std::min<int64_t>(gr.eligible, 16);
     const int64_t K = r.coin(0.6) ? std::min<int64_t>(kmax, r.pick<int64_t>({1, 2, 4, 6, 8})) : r.in(1, kmax);
     if (T * K * 3 * H * I > max_macs) continue;
     const char* routing = r.pick({"router", "router", "router", "uniform", "skewed", "empty_experts", "dropped"});
     std::string s = fmt::format("T={},H={},I={},E={},K={},dtype={},weights={},routing={}", T, H, I, E, K,
                                 r.coin() ? "bf16" : "fp16", r.coin() ? "per_expert" : "stacked", routing);
     if (sigmoid)
-      s += fmt::format(",mode=sigmoid_grouped_topk,n_group={},topk_group={},scale={}", n_group, topk_group,
+      s += fmt::format(",mode=sigmoid_grouped_topk,n_group={},topk_group={},scale={}", gr.n_group, gr.topk_group,
                        r.pick({"1.0", "2.5"}));
     if (r.coin()) s += ",renormalize=true";
     if (r.coin(0.3)) s += ",router_scores=dtype";
@@ -107,6 +118,7 @@ std::vector<std::string> random_gemm_shapes(uint64_t seed, int count, ShapeBudge
   }
   return out;
 }
+
 std::vector<std::string> random_gate_shapes(uint64_t seed, int count) {
   Draw r{std::mt19937_64(seed ^ 0x51afd7ed558ccd5bull)};
   std::vector<std::string> out;
@@ -114,20 +126,14 @@ std::vector<std::string> random_gate_shapes(uint64_t seed, int count) {
     const int64_t E = r.coin() ? r.pick<int64_t>({1, 2, 8, 64, 128, 256, 384, 512, 1024}) : r.in(1, 1024);
     const int64_t T = r.tokens(6000);
     const bool sigmoid = r.coin(0.5);
-    int64_t n_group = 1, topk_group = 1, eligible = E;
-    if (sigmoid) {
-      const auto d = divisors_upto(E, 32);
-      n_group = d[size_t(r.in(0, int64_t(d.size()) - 1))];
-      topk_group = r.in(1, n_group);
-      eligible = topk_group * (E / n_group);
-    }
-    const int64_t K = r.coin(0.6) ? std::min<int64_t>(eligible, r.pick<int64_t>({1, 2, 4, 8}))
-                                  : r.in(1, std::min<int64_t>(eligible, 32));
+    const Groups gr = draw_groups(r, E, sigmoid);
+    const int64_t K = r.coin(0.6) ? std::min<int64_t>(gr.eligible, r.pick<int64_t>({1, 2, 4, 8}))
+                                  : r.in(1, std::min<int64_t>(gr.eligible, 32));
     std::string s = fmt::format("T={},E={},K={},logits={},scores={}", T, E, K, r.pick({"uniform", "uniform", "ties"}),
                                 r.pick({"fp32", "fp32", "fp16", "bf16"}));
     if (sigmoid)
-      s += fmt::format(",mode=sigmoid_grouped_topk,n_group={},topk_group={},scale={},bias={}", n_group, topk_group,
-                       r.pick({"1.0", "2.5"}), r.coin() ? "true" : "false");
+      s += fmt::format(",mode=sigmoid_grouped_topk,n_group={},topk_group={},scale={},bias={}", gr.n_group,
+                       gr.topk_group, r.pick({"1.0", "2.5"}), r.coin() ? "true" : "false");
     if (r.coin()) s += ",renormalize=true";
     out.push_back(s);
   }
