@@ -403,3 +403,33 @@ TEST(Reports, PerformanceReportNamesCasesTimedBelowFullClock) {
   md = performance_report(EnvInfo{}, nullptr, {none}, "");
   EXPECT_NE(md.find("not recorded (NVML (libnvidia-ml.so.1) not found)"), std::string::npos) << md;
 }
+
+// A case whose tensors cannot exist (an element count past int64, or a tensor
+// larger than the memory it would live in) is refused before anything is
+// generated, naming the op, the workload, the tensor and its size; cases
+// that fit pass, as do tensors sized by generated data (skipped here).
+TEST(Harness, CasesThatCannotFitAreRefused) {
+  const Manifest m = Manifest::load();
+  auto one_case = [&](const std::string& op, const std::string& shape, std::deque<WorkloadSpec>& storage) {
+    Selection s;
+    s.op = op;
+    s.shapes = {shape};
+    return select_cases(m, s, storage).at(0);
+  };
+  std::deque<WorkloadSpec> storage;
+  TC_EXPECT_ERROR(check_case_fits(one_case("fused_moe", "T=4294967296,H=4294967296,I=8,E=2,K=1,dtype=bf16", storage),
+                                  DeviceType::kCPU),
+                  ErrorKind::kInvalidArgument, "fused_moe", "T=4294967296", "input 'x'", "[4294967296, 4294967296]",
+                  "GB");
+  TC_EXPECT_ERROR(check_case_fits(one_case("moe_grouped_gemm", "T=4,topk=1,E=2,N=8,K=4611686018427387904,dtype=bf16",
+                                           storage),
+                                  DeviceType::kCPU),
+                  ErrorKind::kInvalidArgument, "moe_grouped_gemm", "input 'a'");
+  const Case big = one_case("moe_topk_gate", "T=99999999999,E=256,K=8", storage);
+  TC_EXPECT_ERROR(run_correctness(big, DeviceType::kCPU, RunOptions{}, capture_env()), ErrorKind::kInvalidArgument,
+                  "moe_topk_gate", "logits");
+  EXPECT_NO_THROW(check_case_fits(one_case("fused_moe", "T=4096,H=2048,I=768,E=128,K=8,dtype=bf16", storage),
+                                  DeviceType::kCPU));
+  EXPECT_NO_THROW(check_case_fits(one_case("moe_grouped_gemm", "T=300,topk=2,E=4,N=200,K=136,dtype=bf16", storage),
+                                  DeviceType::kCPU));
+}

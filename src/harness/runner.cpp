@@ -332,6 +332,7 @@ std::vector<Case> select_cases(const Manifest& m, const Selection& s, std::deque
 nlohmann::json run_correctness(const Case& c, DeviceType backend, const RunOptions& o, const EnvInfo& env) {
   const OpAdapter& a = adapter_for(c.op->name);
   auto t0 = std::chrono::steady_clock::now();
+  check_case_fits(c, backend);
   CaseData d = a.generate(c);
   nlohmann::json r = base_record(c, backend, d, env);
   r["golden"] = "cpu reference (" + c.op->tolerance.mode + ")";
@@ -377,6 +378,7 @@ nlohmann::json run_correctness(const Case& c, DeviceType backend, const RunOptio
 nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o, const BenchContext& ctx,
                          const EnvInfo& env) {
   const OpAdapter& a = adapter_for(c.op->name);
+  check_case_fits(c, backend);
   CaseData d = a.generate(c);
   nlohmann::json r = base_record(c, backend, d, env);
   r["scope"] = a.main_scope();

@@ -27,6 +27,13 @@ struct Selection {
 // point into it). Throws naming the filter when it matches nothing.
 std::vector<Case> select_cases(const Manifest& m, const Selection& s, std::deque<WorkloadSpec>& storage);
 
+// Throws (naming the op, the workload, the tensor and its size) where one of
+// the case's tensors whose shape the workload's symbols give would not fit
+// the memory it lives in (the GPU's for CUDA cases, the host's otherwise)
+// or its element count would overflow. run_correctness and run_bench call it
+// before generating anything.
+void check_case_fits(const Case& c, DeviceType backend);
+
 nlohmann::json run_correctness(const Case& c, DeviceType backend, const RunOptions& o, const EnvInfo& env);
 
 struct BenchContext {
