@@ -266,3 +266,25 @@ TEST(Cli, RunWritesTheResultsLayout) {
   const std::string text((std::istreambuf_iterator<char>(json)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("\"dependent_launch\""), std::string::npos);
 }
+
+// --random N: N seeded random workloads of --op, each named by the --shape
+// that repeats it; the same seed draws the same shapes; misuse exits 2
+// naming the flag.
+TEST(Cli, TestRandomShapes) {
+  auto r = run("test --op moe_topk_gate --random 3 --seed 11 --backend cpu");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("3 passed, 0 failed"), std::string::npos) << r.out;
+  const auto first = r.out.find("moe_topk_gate/Default/shape:");
+  ASSERT_NE(first, std::string::npos) << r.out;
+  const std::string shape = r.out.substr(first + 28, r.out.find(' ', first) - first - 28);
+  auto again = run("test --op moe_topk_gate --shape '" + shape + "' --seed 11 --backend cpu");
+  EXPECT_EQ(again.rc, 0) << again.out;
+  EXPECT_NE(again.out.find("shape:" + shape + " "), std::string::npos) << again.out;
+  EXPECT_NE(run("test --op moe_topk_gate --random 3 --seed 11 --backend cpu").out.find(shape), std::string::npos);
+  for (const char* bad : {"test --random 2 --backend cpu", "test --op fused_moe --tag smoke --random 2 --backend cpu",
+                          "test --op fused_moe --random -1 --backend cpu"}) {
+    r = run(bad);
+    EXPECT_EQ(r.rc, 2) << bad << ": " << r.out;
+    EXPECT_NE(r.out.find("--random"), std::string::npos) << bad << ": " << r.out;
+  }
+}

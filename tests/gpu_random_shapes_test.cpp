@@ -5,8 +5,8 @@
 // it alone; TILECRAFT_SHAPE_SEED draws another set.
 #include <gtest/gtest.h>
 
-#include "random_shapes.h"
 #include "test_util.h"
+#include "tilecraft/harness/random_shapes.h"
 #include "tilecraft/runtime/device.h"
 
 namespace tilecraft {
@@ -15,30 +15,30 @@ TEST(GpuRandomShapes, Layers) {
   TC_REQUIRE_GPU();
   const uint64_t seed = test::random_shape_seed();
   std::cout << "random layer shapes, seed " << seed << std::endl;
-  EXPECT_EQ(test::expect_shape_cases_pass("fused_moe", DeviceType::kCUDA, test::random_layer_shapes(seed, 48)), 48);
+  EXPECT_EQ(test::expect_shape_cases_pass("fused_moe", DeviceType::kCUDA, harness::random_layer_shapes(seed, 48)), 48);
 }
 
 // The same layers' first half on the arch-neutral kernels (mma.sync grouped
 // GEMMs, as on GPUs before sm_90).
 TEST(GpuRandomShapes, LayersOnMmaSync) {
   TC_REQUIRE_GPU();
-  const auto shapes = test::random_layer_shapes(test::random_shape_seed(), 24);
+  const auto shapes = harness::random_layer_shapes(test::random_shape_seed(), 24);
   EXPECT_EQ(test::expect_shape_cases_pass("fused_moe", DeviceType::kCUDA, shapes, {{"sm90", 0}}), 24);
 }
 
 TEST(GpuRandomShapes, GroupedGemms) {
   TC_REQUIRE_GPU();
-  const auto shapes = test::random_gemm_shapes(test::random_shape_seed(), 48);
+  const auto shapes = harness::random_gemm_shapes(test::random_shape_seed(), 48);
   EXPECT_EQ(test::expect_shape_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, shapes), 48 * 3);  // 3 variants
 }
 
 TEST(GpuRandomShapes, RoutingAndCombine) {
   TC_REQUIRE_GPU();
   const uint64_t seed = test::random_shape_seed();
-  EXPECT_EQ(test::expect_shape_cases_pass("moe_topk_gate", DeviceType::kCUDA, test::random_gate_shapes(seed, 48)), 48);
+  EXPECT_EQ(test::expect_shape_cases_pass("moe_topk_gate", DeviceType::kCUDA, harness::random_gate_shapes(seed, 48)), 48);
   EXPECT_EQ(
-      test::expect_shape_cases_pass("moe_fused_mapping", DeviceType::kCUDA, test::random_mapping_shapes(seed, 48)), 48);
-  EXPECT_EQ(test::expect_shape_cases_pass("moe_reduce_fused", DeviceType::kCUDA, test::random_reduce_shapes(seed, 24)),
+      test::expect_shape_cases_pass("moe_fused_mapping", DeviceType::kCUDA, harness::random_mapping_shapes(seed, 48)), 48);
+  EXPECT_EQ(test::expect_shape_cases_pass("moe_reduce_fused", DeviceType::kCUDA, harness::random_reduce_shapes(seed, 24)),
             24 * 8);  // 8 variants
 }
 }  // namespace tilecraft

@@ -2,7 +2,6 @@
 // for every one of them on both targets (no GPU needed: the choice of
 // kernels and configs is host code). The GPU test runs them
 // (gpu_random_shapes_test.cpp).
-#include "random_shapes.h"
 
 #include <gtest/gtest.h>
 
@@ -10,6 +9,7 @@
 #include <map>
 
 #include "test_util.h"
+#include "tilecraft/harness/random_shapes.h"
 #include "tilecraft/harness/runner.h"
 
 namespace tilecraft {
@@ -41,22 +41,22 @@ void expect_kernels_chosen(const std::string& op, const std::vector<std::string>
 }  // namespace
 
 TEST(RandomShapes, LayersAreValidAndGetKernels) {
-  const auto shapes = test::random_layer_shapes(test::random_shape_seed(), 48);
-  EXPECT_EQ(shapes, test::random_layer_shapes(test::random_shape_seed(), 48)) << "the draw must repeat for a seed";
+  const auto shapes = harness::random_layer_shapes(test::random_shape_seed(), 48);
+  EXPECT_EQ(shapes, harness::random_layer_shapes(test::random_shape_seed(), 48)) << "the draw must repeat for a seed";
   expect_kernels_chosen("fused_moe", shapes);
   // (GpuRandomShapes.LayersOnMmaSync runs the first half so)
-  expect_kernels_chosen("fused_moe", test::random_layer_shapes(test::random_shape_seed(), 24), {{"sm90", 0}});
+  expect_kernels_chosen("fused_moe", harness::random_layer_shapes(test::random_shape_seed(), 24), {{"sm90", 0}});
 }
 
 TEST(RandomShapes, GroupedGemmsAreValidAndGetKernels) {
-  expect_kernels_chosen("moe_grouped_gemm", test::random_gemm_shapes(test::random_shape_seed(), 48));
+  expect_kernels_chosen("moe_grouped_gemm", harness::random_gemm_shapes(test::random_shape_seed(), 48));
 }
 
 TEST(RandomShapes, RoutingAndCombineAreValidAndGetKernels) {
   const uint64_t seed = test::random_shape_seed();
-  expect_kernels_chosen("moe_topk_gate", test::random_gate_shapes(seed, 48));
-  expect_kernels_chosen("moe_fused_mapping", test::random_mapping_shapes(seed, 48));
-  expect_kernels_chosen("moe_reduce_fused", test::random_reduce_shapes(seed, 48));
+  expect_kernels_chosen("moe_topk_gate", harness::random_gate_shapes(seed, 48));
+  expect_kernels_chosen("moe_fused_mapping", harness::random_mapping_shapes(seed, 48));
+  expect_kernels_chosen("moe_reduce_fused", harness::random_reduce_shapes(seed, 48));
 }
 
 // The CPU backend (the reference implementations) on small draws of every op,
@@ -64,14 +64,14 @@ TEST(RandomShapes, RoutingAndCombineAreValidAndGetKernels) {
 // results in the subnormal range) fails here, in CI, before any GPU run.
 TEST(RandomShapes, CpuBackendPassesItsChecks) {
   const uint64_t seed = test::random_shape_seed();
-  const test::ShapeBudget small{2'000'000, 40'000'000};
-  EXPECT_EQ(test::expect_shape_cases_pass("fused_moe", DeviceType::kCPU, test::random_layer_shapes(seed, 12, small)),
+  const harness::ShapeBudget small{2'000'000, 40'000'000};
+  EXPECT_EQ(test::expect_shape_cases_pass("fused_moe", DeviceType::kCPU, harness::random_layer_shapes(seed, 12, small)),
             12);
   EXPECT_EQ(
-      test::expect_shape_cases_pass("moe_grouped_gemm", DeviceType::kCPU, test::random_gemm_shapes(seed, 12, small)),
+      test::expect_shape_cases_pass("moe_grouped_gemm", DeviceType::kCPU, harness::random_gemm_shapes(seed, 12, small)),
       12 * 3);
-  EXPECT_EQ(test::expect_shape_cases_pass("moe_topk_gate", DeviceType::kCPU, test::random_gate_shapes(seed, 16)), 16);
-  EXPECT_EQ(test::expect_shape_cases_pass("moe_fused_mapping", DeviceType::kCPU, test::random_mapping_shapes(seed, 16)),
+  EXPECT_EQ(test::expect_shape_cases_pass("moe_topk_gate", DeviceType::kCPU, harness::random_gate_shapes(seed, 16)), 16);
+  EXPECT_EQ(test::expect_shape_cases_pass("moe_fused_mapping", DeviceType::kCPU, harness::random_mapping_shapes(seed, 16)),
             16);
 }
 }  // namespace tilecraft

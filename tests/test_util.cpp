@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
@@ -56,6 +57,11 @@ int expect_manifest_cases_pass(const std::string& op, DeviceType backend, const 
   s.workload = workload;
   s.variant = variant;
   return run_selected(s, backend, config);
+}
+
+uint64_t random_shape_seed() {
+  const char* s = std::getenv("TILECRAFT_SHAPE_SEED");
+  return s && *s ? std::strtoull(s, nullptr, 10) : 20261202ull;
 }
 
 int expect_shape_cases_pass(const std::string& op, DeviceType backend, const std::vector<std::string>& shapes,

@@ -40,6 +40,10 @@ int expect_manifest_cases_pass(const std::string& op, DeviceType backend, const 
 // overrides (--config).
 int expect_manifest_cases_pass(const std::string& op, DeviceType backend, const std::string& workload,
                                const std::map<std::string, int>& config, const std::string& variant = "");
+// The seed of the random-shape tests (harness/random_shapes.h):
+// TILECRAFT_SHAPE_SEED, else 20261202 (to explore more shapes: every failure
+// prints its shape string).
+uint64_t random_shape_seed();
 // The same over ad-hoc workloads (--shape strings; every variant of each).
 int expect_shape_cases_pass(const std::string& op, DeviceType backend, const std::vector<std::string>& shapes,
                             const std::map<std::string, int>& config = {});

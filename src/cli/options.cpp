@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "tilecraft/error.h"
+#include "tilecraft/harness/random_shapes.h"
 #include "tilecraft/jit/embedded_sources.h"
 
 namespace tilecraft::cli {
@@ -19,6 +20,15 @@ harness::Selection Options::selection() const {
   s.tag = tag;
   s.shapes = shapes;
   s.seed = seed;
+  if (random != 0) {
+    if (op.empty())
+      throw Error(ErrorKind::kInvalidArgument, "--random: expected --op naming the op to draw shapes for, got none");
+    if (!workload.empty() || !tag.empty())
+      throw Error(ErrorKind::kInvalidArgument,
+                  "--random: expected no --workload or --tag beside it (it selects its own workloads), got " +
+                      (workload.empty() ? "--tag " + tag : "--workload " + workload));
+    for (auto& text : harness::random_shapes(op, seed, random)) s.shapes.push_back(text);
+  }
   return s;
 }
 
@@ -96,6 +106,9 @@ void add_filter_flags(CLI::App* app, Options& o) {
   app->add_option("--workload", o.workload, "Workload name");
   app->add_option("--tag", o.tag, "Workload tag (default: each op's default tags)");
   app->add_option("--shape", o.shapes, "Ad-hoc workload, e.g. 'T=777,K=6,H=5120,dtype=bf16'");
+  app->add_option("--random", o.random,
+                  "N seeded random workloads of --op beside any --shape: shapes, dtypes, layouts and routings no "
+                  "manifest entry names (the draw follows --seed; each case's name is the --shape that repeats it)");
   app->add_option("--seed", o.seed, "Base seed (each case derives its own, recorded)");
 }
 

@@ -15,6 +15,7 @@ namespace tilecraft::cli {
 struct Options {
   std::vector<std::string> manifests;
   std::vector<std::string> shapes;
+  int random = 0;  // --random N: N seeded random workloads of --op (harness/random_shapes.h)
   std::string op, variant, workload, tag;
   std::string backend;  // cuda | cpu | "" (cuda when a GPU is present)
   uint64_t seed = 20261129;

@@ -1,4 +1,4 @@
-#include "random_shapes.h"
+#include "tilecraft/harness/random_shapes.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,9 @@
 #include <initializer_list>
 #include <random>
 
-namespace tilecraft::test {
+#include "tilecraft/error.h"
+
+namespace tilecraft::harness {
 namespace {
 struct Draw {
   std::mt19937_64 g;
@@ -62,11 +64,6 @@ Groups draw_groups(Draw& r, int64_t E, bool sigmoid) {
   return g;
 }
 }  // namespace
-
-uint64_t random_shape_seed() {
-  const char* s = std::getenv("TILECRAFT_SHAPE_SEED");
-  return s && *s ? std::strtoull(s, nullptr, 10) : 20261202ull;
-}
 
 std::vector<std::string> random_layer_shapes(uint64_t seed, int count, ShapeBudget budget) {
   const int64_t max_weights = budget.weights ? budget.weights : 160'000'000;
@@ -170,4 +167,17 @@ std::vector<std::string> random_reduce_shapes(uint64_t seed, int count) {
   }
   return out;
 }
-}  // namespace tilecraft::test
+std::vector<std::string> random_shapes(const std::string& op, uint64_t seed, int count) {
+  if (count < 0)
+    throw Error(ErrorKind::kInvalidArgument, fmt::format("{}: --random: expected a count >= 0, got {}", op, count));
+  if (op == "fused_moe") return random_layer_shapes(seed, count);
+  if (op == "moe_grouped_gemm") return random_gemm_shapes(seed, count);
+  if (op == "moe_topk_gate") return random_gate_shapes(seed, count);
+  if (op == "moe_fused_mapping") return random_mapping_shapes(seed, count);
+  if (op == "moe_reduce_fused") return random_reduce_shapes(seed, count);
+  throw Error(ErrorKind::kInvalidArgument,
+              fmt::format("--random: expected --op fused_moe, moe_grouped_gemm, moe_topk_gate, moe_fused_mapping or "
+                          "moe_reduce_fused (the ops with a shape generator), got '{}'",
+                          op));
+}
+}  // namespace tilecraft::harness

@@ -1,17 +1,15 @@
 #pragma once
-// Seeded random workloads (`--shape` strings) for the layer and the grouped
-// GEMM: shapes, dtypes, weight layouts, routings and gate modes that no
-// manifest entry names, so the heuristics and kernels are checked off the
-// measured points too. Each string reproduces its case alone:
+// Seeded random workloads (`--shape` strings) of every MoE op: shapes,
+// dtypes, weight layouts, routings and gate modes that no manifest entry
+// names, so the heuristics and kernels are checked off the measured points
+// too (`tilecraft test --op OP --random N`, the GpuRandomShapes tests). Each
+// string reproduces its case alone:
 //   tilecraft test --op fused_moe --shape '<string>'
 #include <cstdint>
 #include <string>
 #include <vector>
 
-namespace tilecraft::test {
-// The default seed of the random-shape tests; TILECRAFT_SHAPE_SEED overrides
-// it (to explore more shapes: every failure prints its shape string).
-uint64_t random_shape_seed();
+namespace tilecraft::harness {
 // Upper bounds on a draw's size: weight elements (the golden regenerates
 // the touched experts' weights on the host) and multiply-adds. Draws over
 // them are redrawn. The defaults suit the GPU tests; the CPU backend's CI
@@ -31,4 +29,7 @@ std::vector<std::string> random_gemm_shapes(uint64_t seed, int count, ShapeBudge
 std::vector<std::string> random_gate_shapes(uint64_t seed, int count);
 std::vector<std::string> random_mapping_shapes(uint64_t seed, int count);
 std::vector<std::string> random_reduce_shapes(uint64_t seed, int count);
-}  // namespace tilecraft::test
+// `count` draws for `op` (one of the above); throws naming the ops that have
+// a generator when `op` has none.
+std::vector<std::string> random_shapes(const std::string& op, uint64_t seed, int count);
+}  // namespace tilecraft::harness
