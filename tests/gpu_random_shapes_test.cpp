@@ -5,8 +5,11 @@
 // it alone; TILECRAFT_SHAPE_SEED draws another set.
 #include <gtest/gtest.h>
 
+#include <deque>
+
 #include "test_util.h"
 #include "tilecraft/harness/random_shapes.h"
+#include "tilecraft/harness/runner.h"
 #include "tilecraft/runtime/device.h"
 
 namespace tilecraft {
@@ -24,6 +27,26 @@ TEST(GpuRandomShapes, LayersOnMmaSync) {
   TC_REQUIRE_GPU();
   const auto shapes = harness::random_layer_shapes(test::random_shape_seed(), 24);
   EXPECT_EQ(test::expect_shape_cases_pass("fused_moe", DeviceType::kCUDA, shapes, {{"sm90", 0}}), 24);
+}
+
+// The layer is deterministic (no atomics in the combine) on random shapes
+// too: two runs of each record the same output bits.
+TEST(GpuRandomShapes, LayersAreDeterministic) {
+  TC_REQUIRE_GPU();
+  const harness::Manifest m = harness::Manifest::load();
+  harness::Selection s;
+  s.op = "fused_moe";
+  s.shapes = harness::random_layer_shapes(test::random_shape_seed(), 16);
+  std::deque<harness::WorkloadSpec> storage;
+  const auto env = harness::capture_env();
+  harness::RunOptions o;
+  o.checked = true;
+  for (const auto& c : harness::select_cases(m, s, storage)) {
+    const auto r1 = harness::run_correctness(c, DeviceType::kCUDA, o, env);
+    const auto r2 = harness::run_correctness(c, DeviceType::kCUDA, o, env);
+    EXPECT_EQ(r1.at("status"), "pass") << c.workload->name << ": " << r1.dump();
+    EXPECT_EQ(r1.at("output_sha256"), r2.at("output_sha256")) << c.workload->name;
+  }
 }
 
 TEST(GpuRandomShapes, GroupedGemms) {

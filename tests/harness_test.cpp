@@ -433,3 +433,30 @@ TEST(Harness, CasesThatCannotFitAreRefused) {
   EXPECT_NO_THROW(check_case_fits(one_case("moe_grouped_gemm", "T=300,topk=2,E=4,N=200,K=136,dtype=bf16", storage),
                                   DeviceType::kCPU));
 }
+
+// Records carry each output's hashed bits: two runs of a case record the same
+// hashes, another seed (other inputs) other ones.
+TEST(Harness, RecordsHashTheOutputBits) {
+  const Manifest m = Manifest::load();
+  const auto env = capture_env();
+  RunOptions o;
+  o.checked = true;
+  for (const auto& [op, workload] : std::vector<std::pair<std::string, std::string>>{
+           {"fused_moe", "race-like-small"}, {"moe_grouped_gemm", "small-uniform"}, {"moe_topk_gate", "deepseek-v3-t16"}}) {
+    SCOPED_TRACE(op + " / " + workload);
+    std::deque<WorkloadSpec> storage;
+    Selection s;
+    s.op = op;
+    s.workload = workload;
+    const Case c = select_cases(m, s, storage).at(0);
+    const auto r1 = run_correctness(c, DeviceType::kCPU, o, env), r2 = run_correctness(c, DeviceType::kCPU, o, env);
+    ASSERT_EQ(r1.at("status"), "pass") << r1.dump();
+    ASSERT_TRUE(r1.contains("output_sha256")) << r1.dump();
+    const std::string main_output = op == "moe_topk_gate" ? "ids" : "out";
+    ASSERT_EQ(r1.at("output_sha256").at(main_output).get<std::string>().size(), 16u) << r1.dump();
+    EXPECT_EQ(r1.at("output_sha256"), r2.at("output_sha256"));
+    s.seed = 7;
+    const Case other = select_cases(m, s, storage).at(0);
+    EXPECT_NE(run_correctness(other, DeviceType::kCPU, o, env).at("output_sha256"), r1.at("output_sha256"));
+  }
+}

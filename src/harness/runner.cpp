@@ -12,6 +12,7 @@
 #include "tilecraft/harness/random.h"
 #include "tilecraft/harness/report.h"
 #include "tilecraft/jit/embedded_sources.h"
+#include "tilecraft/jit/hash.h"
 #include "tilecraft/jit/jit.h"
 #include "tilecraft/parallel.h"
 #include "tilecraft/runtime/device.h"
@@ -214,6 +215,16 @@ std::vector<TimedScope> selected_scopes(std::vector<TimedScope> all, const std::
 }
 
 // Host tensors for every output, poisoned, and views of them.
+// Each output's bits, hashed (SHA-256, first 16 hex digits): runs, builds or
+// machines that computed the same bits record the same value, so a record
+// shows reproducibility, not only closeness to the golden.
+nlohmann::json output_hashes(const std::map<std::string, HostTensor>& got) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, t] : got)
+    j[name] = jit::sha256_hex(std::string_view(static_cast<const char*>(t.data()), t.nbytes())).substr(0, 16);
+  return j;
+}
+
 struct HostOutputs {
   std::map<std::string, HostTensor> owned;
   Tensors views;
@@ -354,6 +365,7 @@ nlohmann::json run_correctness(const Case& c, DeviceType backend, const RunOptio
       a.run(d, hin.views, h.views, backend, nullptr, o);
       got = h.owned;
     }
+    r["output_sha256"] = output_hashes(got);
     bool ok = a.compare(d, *c.op, want.views, views_of(got), r);
     // Independent check of the output (and so of the golden) in float64.
     F64Check f = a.check_f64(d, views_of(got));
@@ -516,6 +528,7 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
       got = h.owned;
     }
     nlohmann::json cmp;
+    r["output_sha256"] = output_hashes(got);
     r["verified"] = a.compare(d, *c.op, want.views, views_of(got), cmp);
     r["timing"] = t.to_json_us();
     const double sec = t.median * 1e-3;
