@@ -155,6 +155,13 @@ TEST(FusedMoeCpu, ArgumentErrorsNameTheArgument) {
 }
 
 namespace {
+// A device view at an aligned address that is never dereferenced: for the
+// host's choices (configs, kernel specs, listings), which read shapes and
+// alignment only.
+TensorView shape_only(DType t, Shape shape) {
+  return TensorView(reinterpret_cast<void*>(uintptr_t(1) << 20), t, shape, Device{DeviceType::kCUDA, 0});
+}
+
 // Grouped GEMM arguments as the layer builds them: A rows gathered through
 // idx, stacked weights (also the up half when gated), one expert per tile.
 ops::MoeGroupedGemmArgs gathered_args(TensorView a, TensorView w, TensorView out, TensorView tiles, TensorView idx,
@@ -465,6 +472,20 @@ TEST(MoeGroupedGemmCpu, LeanAKernelsCompileWithoutSpills) {
                   "warpgroups=2");
 }
 
+// A gated projection of 8 experts over 1024 gathered rows (8 row tiles of
+// 128), for the config tests of the warp-specialised kernel's options.
+struct EightExpertGatedGemm {
+  HostTensor a{DType::kBF16, {1024, 256}}, w{DType::kBF16, {8, 512, 256}}, idx{DType::kI32, {1024}},
+      out{DType::kBF16, {1024, 512}}, tiles{DType::kI32, {8}};
+  ops::MoeGroupedGemmArgs g = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view(), true);
+  // The warp-specialised kernel on 128-row tiles, every other key chosen.
+  static ops::MoeGroupedGemmConfig ws128() {
+    ops::MoeGroupedGemmConfig c;
+    c.sm90 = 2, c.block_m = 128;
+    return c;
+  }
+};
+
 // fill_stores (padding rows not stored): chosen with tile_fill given on the
 // warp-specialised kernel's tensor stores up to 1 row tile per expert;
 // off without tile_fill, past one tile, with the consumers' stores; refused
@@ -472,11 +493,10 @@ TEST(MoeGroupedGemmCpu, LeanAKernelsCompileWithoutSpills) {
 // A gathered and by TMA, 64- and 128-row tiles, pairs) compile for sm_90a
 // without spills, the key as the last template argument.
 TEST(MoeGroupedGemmCpu, FillStoresConfig) {
-  HostTensor a(DType::kBF16, {1024, 256}), w(DType::kBF16, {8, 512, 256}), idx(DType::kI32, {1024}),
-      out(DType::kBF16, {1024, 512}), tiles(DType::kI32, {8});
-  ops::MoeGroupedGemmArgs g = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view(), true);
-  ops::MoeGroupedGemmConfig over;
-  over.sm90 = 2, over.block_m = 128;
+  EightExpertGatedGemm e;
+  HostTensor &a = e.a, &w = e.w, &idx = e.idx, &out = e.out;
+  ops::MoeGroupedGemmArgs& g = e.g;
+  ops::MoeGroupedGemmConfig over = e.ws128();
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).fill_stores, 0) << "no tile_fill";
   over.fill_stores = 1;
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "moe_grouped_gemm",
@@ -523,11 +543,9 @@ TEST(MoeGroupedGemmCpu, FillStoresConfig) {
 // there are groups to align (group_m >= 2), experts to align them to (a tile
 // schedule) and room below group_m; a launch parameter (the same kernel).
 TEST(MoeGroupedGemmCpu, GroupAlignConfig) {
-  HostTensor a(DType::kBF16, {1024, 256}), w(DType::kBF16, {8, 512, 256}), idx(DType::kI32, {1024}),
-      out(DType::kBF16, {1024, 512}), tiles(DType::kI32, {8});
-  ops::MoeGroupedGemmArgs g = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view(), true);
-  ops::MoeGroupedGemmConfig over;
-  over.sm90 = 2, over.block_m = 128;
+  EightExpertGatedGemm e;
+  ops::MoeGroupedGemmArgs& g = e.g;
+  ops::MoeGroupedGemmConfig over = e.ws128();
   const auto plain = ops::moe_grouped_gemm_config(g, over, 9);
   EXPECT_EQ(plain.group_align, 0);
   ops::set_config_key(over, "group_align", 3, "moe_grouped_gemm", "--config");
@@ -562,9 +580,7 @@ TEST(MoeGroupedGemmCpu, GroupAlignConfig) {
 // projections, not Qwen3-30B's), on the warp-specialised kernel with the
 // dynamic scheduler, in groups (not one row tile at a time).
 TEST(MoeGroupedGemmCpu, GroupAlignChosenForLargeExperts) {
-  void* fake = reinterpret_cast<void*>(uintptr_t(1) << 20);  // the choice reads shapes only
-  const Device dev{DeviceType::kCUDA, 0};
-  auto view = [&](DType t, std::initializer_list<int64_t> shape) { return TensorView(fake, t, Shape(shape), dev); };
+  auto view = [](DType t, std::initializer_list<int64_t> shape) { return shape_only(t, Shape(shape)); };
   struct Case {
     int64_t E, N, K;
     bool gated;
@@ -698,19 +714,17 @@ TEST(MoeGroupedGemmCpu, PairsChosenAroundOneTilePerExpert) {
 // weights takes them; without TMA (over 64 per-expert tensors) the default
 // falls back to the sm90=1 kernel, and forcing sm90=2 names the limit.
 TEST(MoeGroupedGemmCpu, HugeExpertsPickAKernelThatAddressesThem) {
-  void* fake = reinterpret_cast<void*>(uintptr_t(1) << 20);  // configs read shapes and alignment only
-  const Device dev{DeviceType::kCUDA, 0};
   const int64_t N = 65536, K = 65536, rows = 1024;
   ops::MoeGroupedGemmArgs g = gathered_args(
-      TensorView(fake, DType::kBF16, {rows, K}, dev), TensorView(fake, DType::kBF16, {2, N, K}, dev),
-      TensorView(fake, DType::kBF16, {rows, N}, dev), TensorView(fake, DType::kI32, {rows / 128}, dev),
-      TensorView(fake, DType::kI32, {rows}, dev));
+      shape_only(DType::kBF16, {rows, K}), shape_only(DType::kBF16, {2, N, K}),
+      shape_only(DType::kBF16, {rows, N}), shape_only(DType::kI32, {rows / 128}),
+      shape_only(DType::kI32, {rows}));
   const ops::MoeGroupedGemmConfig over;
   auto c = ops::moe_grouped_gemm_config(g, over, 9);
   EXPECT_EQ(c.sm90, 2);
   EXPECT_EQ(c.tma, 1);
   g.w.stacked.reset();
-  for (int e = 0; e < 65; ++e) g.w.per_expert.push_back(TensorView(fake, DType::kBF16, {N, K}, dev));
+  for (int e = 0; e < 65; ++e) g.w.per_expert.push_back(shape_only(DType::kBF16, {N, K}));
   c = ops::moe_grouped_gemm_config(g, over, 9);
   EXPECT_EQ(c.sm90, 1);
   ops::MoeGroupedGemmConfig ws;
@@ -1417,9 +1431,7 @@ TEST(FusedMoeCpu, GateMappingTraceStampsCompileIn) {
 // any other kernel whose header includes tile/trace.cuh: its buffer stays
 // zero and take_traces skips it).
 TEST(FusedMoeCpu, TracedKernelsCompileWithoutSpills) {
-  void* fake = reinterpret_cast<void*>(uintptr_t(1) << 20);  // listings read shapes and alignment only
-  const Device dev{DeviceType::kCUDA, 0};
-  auto view = [&](std::initializer_list<int64_t> shape) { return TensorView(fake, DType::kBF16, Shape(shape), dev); };
+  auto view = [](std::initializer_list<int64_t> shape) { return shape_only(DType::kBF16, Shape(shape)); };
   struct Listing {
     int64_t T, H, I, E;
     int decode_split;
@@ -1618,9 +1630,7 @@ TEST(FusedMoeCpu, MidSizeBatchesTake64RowWgmmaTiles) {
 // the down projection on one CTA per tile; at half a tile per expert
 // (T = 2048) neither pairs.
 TEST(FusedMoeCpu, DeepSeekLikePrefillPairsTheGateUp) {
-  void* fake = reinterpret_cast<void*>(uintptr_t(1) << 20);  // the specs read shapes and alignment only
-  const Device dev{DeviceType::kCUDA, 0};
-  auto view = [&](std::initializer_list<int64_t> shape) { return TensorView(fake, DType::kBF16, Shape(shape), dev); };
+  auto view = [](std::initializer_list<int64_t> shape) { return shape_only(DType::kBF16, Shape(shape)); };
   for (auto [T, want] : {std::pair<int64_t, int>{4096, 1}, std::pair<int64_t, int>{2048, 0}}) {
     ops::FusedMoeArgs a;
     a.x = view({T, 64});
@@ -1653,9 +1663,7 @@ TEST(FusedMoeCpu, DeepSeekLikePrefillPairsTheGateUp) {
 // past that, and with router_split = 0, the grouped GEMM's own choice (no
 // overrides).
 TEST(FusedMoeCpu, RouterGemmSplitsKOverTheSms) {
-  void* fake = reinterpret_cast<void*>(uintptr_t(1) << 20);  // the choice reads shapes only
-  const Device dev{DeviceType::kCUDA, 0};
-  auto view = [&](DType t, std::initializer_list<int64_t> shape) { return TensorView(fake, t, Shape(shape), dev); };
+  auto view = [](DType t, std::initializer_list<int64_t> shape) { return shape_only(t, Shape(shape)); };
   struct Case {
     int64_t T, H, E;
     int cc, sm90, block_m, k_splits;  // sm90 -1: no override (then block_m 0, k_splits 0)
@@ -1692,7 +1700,7 @@ TEST(FusedMoeCpu, RouterGemmSplitsKOverTheSms) {
     // The router GEMM as the layer builds it: one stacked [1, E, H] group, fp32 logits.
     ops::MoeGroupedGemmArgs g;
     g.a = a.x;
-    g.w.stacked = TensorView(fake, DType::kBF16, Shape{1, c.E, c.H}, dev);
+    g.w.stacked = shape_only(DType::kBF16, Shape{1, c.E, c.H});
     g.out = view(DType::kF32, {c.T, c.E});
     const ops::MoeGroupedGemmConfig cfg = ops::moe_grouped_gemm_config(g, r, c.cc, 132);
     EXPECT_EQ(cfg.sm90, c.sm90);
@@ -1721,9 +1729,7 @@ TEST(FusedMoeCpu, RouterGemmSplitsKOverTheSms) {
 // sm_80. On this machine (its GPU, or 132 SMs without one) the kernel
 // listing and the workspace agree with the choice.
 TEST(FusedMoeCpu, DecodeSplitChoice) {
-  void* fake = reinterpret_cast<void*>(uintptr_t(1) << 20);  // the choice reads shapes and alignment only
-  const Device dev{DeviceType::kCUDA, 0};
-  auto view = [&](std::initializer_list<int64_t> shape) { return TensorView(fake, DType::kBF16, Shape(shape), dev); };
+  auto view = [](std::initializer_list<int64_t> shape) { return shape_only(DType::kBF16, Shape(shape)); };
   struct Case {
     const char* model;
     int64_t E, K, H, I;

@@ -33,6 +33,9 @@ std::vector<Case> select_cases(const Manifest& m, const Selection& s, std::deque
 // or its element count would overflow. run_correctness and run_bench call it
 // before generating anything.
 void check_case_fits(const Case& c, DeviceType backend);
+// This machine's physical memory in bytes (the host limit check_case_fits and
+// the adapters' own host-memory checks use).
+double host_memory_bytes();
 
 nlohmann::json run_correctness(const Case& c, DeviceType backend, const RunOptions& o, const EnvInfo& env);
 

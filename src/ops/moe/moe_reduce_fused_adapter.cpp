@@ -3,11 +3,10 @@
 #include <cmath>
 #include <numeric>
 
-#include <unistd.h>
-
 #include "tilecraft/error.h"
 #include "tilecraft/harness/op_adapter.h"
 #include "tilecraft/harness/random.h"
+#include "tilecraft/harness/runner.h"
 #include "tilecraft/ops/moe_reduce_fused.h"
 #include "tilecraft/parallel.h"
 #include "tilecraft/reference/moe_reduce_fused.h"
@@ -89,7 +88,7 @@ Routing make_routing(const WorkloadSpec& w, uint64_t seed) {
 void check_host_memory(const WorkloadSpec& w, DType dt) {
   const double T = double(sym(w, "T")), K = double(sym(w, "K")), H = double(sym(w, "H"));
   const double need = T * K * H * double(dtype_size(dt)) + 3 * T * H * 8 + T * K * 16;
-  const double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  const double have = host_memory_bytes();
   if (need > 0.8 * have)
     throw Error(ErrorKind::kInvalidArgument,
                 fmt::format("{}: workload '{}' needs about {:.1f} GB of host memory for inputs, output and golden; "
