@@ -5,7 +5,9 @@ groups, as a same-GPU peer for moe_grouped_gemm: E groups of R rows,
 before every timed call. With --tilecraft, tilecraft.moe_grouped_gemm runs
 the same problem on the same tensors (A in layout order, weights stacked
 [E, N, K], plain store), its calls alternating with torch's so both see the
-same clock and power state; its result is checked against torch's. With
+same clock and power state; its result is checked against torch's (and
+with --gated the layer's gate/up form of the same FLOPs, as a third side).
+--config passes tilecraft kernel overrides (e.g. cluster=2,multicast=1). With
 --energy-ms, each side also runs alone, back to back, for that long and the
 board's energy counter (NVML) gives joules per call: at the power cap a
 kernel's time follows its energy. Prints one line per shape and side:
@@ -65,6 +67,9 @@ def main():
     ap.add_argument("--data", choices=["randn", "uniform"], default="randn")
     ap.add_argument("--tilecraft", action="store_true", help="also time tilecraft.moe_grouped_gemm, alternating")
     ap.add_argument("--config", default="", help="tilecraft config overrides, k=v[,k=v]")
+    ap.add_argument("--gated", action="store_true",
+                    help="with --tilecraft, also the layer's gate/up form of the same FLOPs: A rows gathered "
+                         "through a permutation, W split in halves [E, N/2, K], silu(gate) * up stored (N/2 columns)")
     ap.add_argument("--energy-ms", type=float, default=0.0)
     args = ap.parse_args()
     try:
@@ -105,9 +110,24 @@ def main():
                 cfg = dict(config, block_m=bm)
                 sides["tilecraft"] = lambda: tc.moe_grouped_gemm(a, w, tile_expert=tile_expert, num_tiles=num_tiles,
                                                                  out=out, config=cfg)
+                if args.gated:
+                    wg, wu = w[:, : N // 2].contiguous(), w[:, N // 2 :].contiguous()
+                    a_index = torch.randperm(E * R, device="cuda", generator=gen).to(torch.int32)
+                    out_g = torch.empty(E * R, N // 2, device="cuda", dtype=torch.bfloat16)
+                    sides["gated"] = lambda: tc.moe_grouped_gemm(a, wg, w_up=wu, a_index=a_index,
+                                                                 tile_expert=tile_expert, num_tiles=num_tiles,
+                                                                 out=out_g, config=cfg)
         want = sides["torch"]().float()
+        if "gated" in sides:  # its own reference: silu(gate) * up of torch's result, rows permuted
+            g = want[a_index.long()]
+            want_g = (torch.nn.functional.silu(g[:, : N // 2].to(torch.bfloat16).float()) *
+                      g[:, N // 2 :].to(torch.bfloat16).float())
         for name, fn in sides.items():
             got = fn().float()
+            if name == "gated":
+                err = (got - want_g).abs().max().item() / max(want_g.abs().max().item(), 1e-30)
+                print(f"{E} {R} {N} {K} {name}: max |diff| / max |reference| = {err:.2e}")
+                continue
             err = (got - want).abs().max().item() / max(want.abs().max().item(), 1e-30)
             print(f"{E} {R} {N} {K} {name}: max |diff| / max |torch| = {err:.2e}")
         times = {name: [] for name in sides}
