@@ -11,7 +11,7 @@ M=8,1024,28672,4096; Q=128,256,1536,2048
 timeout 120 python3 scripts/torch_grouped_mm_bench.py --tilecraft --gated --repeat 10 --shape $M --shape $Q > $OUT/gated.txt 2>&1
 echo "gated rc=$?"; cat $OUT/gated.txt
 for c in cluster=2,multicast=1 cluster=2; do
-  timeout 100 python3 scripts/torch_grouped_mm_bench.py --tilecraft --config $c --repeat 10 --shape $M --shape $Q > $OUT/pairs_$c.txt 2>&1
-  echo "$c rc=$?"; cat $OUT/pairs_$c.txt
+  timeout 100 python3 scripts/torch_grouped_mm_bench.py --tilecraft --config $c --repeat 10 --shape $M --shape $Q > $OUT/pairs_${c//[=,]/_}.txt 2>&1
+  echo "$c rc=$?"; cat $OUT/pairs_${c//[=,]/_}.txt
 done
 cd $O && tar czf logs.tgz l
