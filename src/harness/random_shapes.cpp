@@ -111,6 +111,7 @@ std::vector<std::string> random_gemm_shapes(uint64_t seed, int count, ShapeBudge
                                 r.pick({"uniform", "uniform", "skewed", "one_hot", "empty_experts", "dropped"}));
     if (contiguous && r.coin(0.3)) s += ",padding=skipped";
     if (r.coin(0.3)) s += fmt::format(",block_m={}", r.pick({16, 32, 64, 128}));
+    if (r.coin(0.25)) s += ",values=wide";
     out.push_back(s);
   }
   return out;

@@ -54,6 +54,13 @@ bool per_expert(const WorkloadSpec& w) { return second_choice(w, "weights", "sta
 // the layer's down projection reading the intermediate).
 bool contiguous_a(const WorkloadSpec& w) { return second_choice(w, "a_rows", "gathered", "contiguous"); }
 
+// values: unit (pre-activations A.W of standard deviation ~0.58: uniform A in
+// [-1, 1], weights in +-sqrt(3 / K)) or wide (~32, what unit-normal A and W
+// give at K = 1024, as some users' test data do: silu's gate values then
+// reach far below zero, where an epilogue may leave its fast path; the
+// fp16 products silu(g) * u stay below ~3e4).
+float preactivation_std(const WorkloadSpec& w) { return second_choice(w, "values", "unit", "wide") ? 32.0f : 0.57735f; }
+
 // padding: read (A's padding rows are read as they are) or skipped (the case
 // passes row_token = the layout's pos_to_token, so they read zeros: the
 // layer's decode down projection). Skipped needs contiguous A rows.
@@ -88,8 +95,9 @@ class MoeGroupedGemmAdapter final : public OpAdapter {
     d.inputs["tile_expert"] = m.tile_expert;
     d.inputs["num_tiles"] = m.num_tiles;
     const int64_t rows = m.pos_to_token.shape()[0];
-    // Unit-variance outputs: uniform A in [-1, 1], weights in +-sqrt(3 / K).
-    const float ws = std::sqrt(3.0f / float(std::max<int64_t>(K, 1)));
+    // Uniform A in [-1, 1] (variance 1/3) and weights in +-ws (variance
+    // ws^2 / 3): A.W has variance K ws^2 / 9, so ws = 3 std / sqrt(K).
+    const float ws = 3.0f * preactivation_std(w) / std::sqrt(float(std::max<int64_t>(K, 1)));
     const bool kn = layout_of(w) == ops::WeightLayout::kKN;
     const Shape wshape = kn ? Shape{E, K, N} : Shape{E, N, K};
     d.generated["a"] = {dt, {contiguous ? rows : T, K}, kA, -1.f, 1.f};
