@@ -1768,6 +1768,54 @@ TEST(FusedMoeCpu, DecodeSplitChoice) {
   }
 }
 
+// No key is ignored on the way to the one-kernel decode path: grouped-GEMM
+// keys (which it could not honour) keep the choice on the grouped-GEMM decode
+// kernels and are an error with decode_split=1; its own keys ask for it,
+// and are an error with decode_split=0 or where it cannot run.
+TEST(FusedMoeCpu, DecodeSplitKeysAreNeverIgnored) {
+  auto view = [](std::initializer_list<int64_t> shape) { return shape_only(DType::kBF16, Shape(shape)); };
+  auto deepseek = [&](int64_t T) {  // DeepSeek-V3's shapes, where T = 1 chooses the split
+    ops::FusedMoeArgs a;
+    a.x = view({T, 7168});
+    a.out = view({T, 7168});
+    a.w_router = view({256, 7168});
+    a.w_gate.stacked = view({256, 2048, 7168});
+    a.w_up.stacked = view({256, 2048, 7168});
+    a.w_down.stacked = view({256, 7168, 2048});
+    return a;
+  };
+  ops::FusedMoeParams p;
+  p.top_k = 8;
+  const ops::FusedMoeArgs a = deepseek(1);
+  ASSERT_TRUE(ops::fused_moe_uses_decode_split(a, p, {}, 9, 132));
+  const ops::FusedMoeOptions stages = ops::fused_moe_options({{"stages", 3}}, "--config");
+  const ops::FusedMoeOptions down_gemv = ops::fused_moe_options({{"down_gemv", 1}}, "--config");
+  EXPECT_FALSE(ops::fused_moe_uses_decode_split(a, p, stages, 9, 132));
+  EXPECT_FALSE(ops::fused_moe_uses_decode_split(a, p, down_gemv, 9, 132));
+  EXPECT_EQ(ops::moe_grouped_gemm_overrides(stages.gate_up, "gate_up_"), "gate_up_stages=3");
+  EXPECT_EQ(ops::moe_grouped_gemm_overrides(ops::MoeGroupedGemmConfig{}), "");
+  ops::FusedMoeOptions forced = stages;
+  forced.decode_split = 1;
+  TC_EXPECT_ERROR(ops::fused_moe_uses_decode_split(a, p, forced, 9, 132), ErrorKind::kInvalidArgument, "decode_split",
+                  "gate_up_stages=3, down_stages=3");
+  forced = down_gemv;
+  forced.decode_split = 2;
+  TC_EXPECT_ERROR(ops::fused_moe_uses_decode_split(a, p, forced, 9, 132), ErrorKind::kInvalidArgument, "decode_split",
+                  "down_gemv=1");
+  // Its own keys ask for it, so the mapped path or decode_split=0 with one
+  // is an error that names it.
+  ops::FusedMoeOptions cols;
+  cols.decode_split_cols = 64;
+  EXPECT_TRUE(ops::fused_moe_uses_decode_split(a, p, cols, 9, 132));
+  TC_EXPECT_ERROR(ops::fused_moe_uses_decode_split(deepseek(4096), p, cols, 9, 132), ErrorKind::kInvalidArgument,
+                  "decode_split", "mapped path (asked for by decode_split_cols)");
+  ops::FusedMoeOptions pool_off;
+  pool_off.decode_split = 0;
+  pool_off.decode_split_pool = 2;
+  TC_EXPECT_ERROR(ops::fused_moe_uses_decode_split(a, p, pool_off, 9, 132), ErrorKind::kInvalidArgument, "decode_split",
+                  "decode_split=0 with decode_split_pool");
+}
+
 // On the mapped path at decode the expert projections run the gemv kernel
 // where chosen (or forced); a down projection on it passes pos_to_token as
 // row_token, so its 16-row tiles are one pass over their real row, not four

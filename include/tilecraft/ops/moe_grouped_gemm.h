@@ -260,14 +260,15 @@ constexpr int64_t moe_grouped_gemm_max_preload_bytes = 100 * 1024;
 std::string moe_grouped_gemm_combine_blocker(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c,
                                              int64_t slots);
 
-// Sets the override named `key` (block_m, block_n, stages, warps_m, warps_n,
-// sm90, tma, persistent, k_splits, group_m, gemv, tma_store, half_skip,
-// prefetch, balance, bulk, bulk_cols, cluster, multicast); an unknown key is an error naming
-// `op` and `arg`.
+// Sets the override named `key` (one of moe_grouped_gemm_config_keys()); an
+// unknown key is an error naming `op` and `arg`.
 void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, const char* op, const char* arg);
 // The keys set_config_key takes, for error messages; whether `key` is one.
 const char* moe_grouped_gemm_config_keys();
 bool is_moe_grouped_gemm_config_key(const std::string& key);
+// The keys of `c` that differ from the defaults, as "PREFIXkey=value, ..."
+// ("" when none): for errors that name what a user set.
+std::string moe_grouped_gemm_overrides(const MoeGroupedGemmConfig& c, const std::string& prefix = "");
 
 struct MoeGroupedGemmOptions {
   MoeGroupedGemmConfig config;  // overrides (block_m must match the tile schedule when one is given)

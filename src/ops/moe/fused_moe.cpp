@@ -266,19 +266,44 @@ bool decode_path(const FusedMoeArgs& a, const Dims& d, const FusedMoeOptions& o)
 // units on 132 SMs, 97%) take 173-174 us for the experts against 176-178
 // for two launches; at 128 columns Qwen3-235B (96 units, 73%) 85 against
 // 83 and Mixtral (224 units, 85% of two waves) 190 against 172.
+//
+// Keys are never ignored: the decode_split_* keys ask for this path (an
+// error where it cannot run, or with decode_split=0), and grouped-GEMM keys
+// (which this path, running no grouped GEMM, could not honour) keep the
+// choice on the grouped-GEMM decode kernels, where they apply, and are an
+// error with decode_split=1 or 2.
 std::optional<DecodeSplitPlan> split_path(const FusedMoeArgs& a, const Dims& d, const FusedMoeOptions& o, int cc,
                                           int sm_count) {
-  if (o.decode_split == 0) return std::nullopt;
-  const bool choose = o.decode_split < 0;
+  std::string split_keys;
+  for (const auto& [name, set] : {std::pair<const char*, bool>{"decode_split_cols", o.decode_split_cols != 0},
+                                  {"decode_split_box_rows", o.decode_split_box_rows != 0},
+                                  {"decode_split_pool", o.decode_split_pool != -1}})
+    if (set) split_keys += fmt::format("{}{}", split_keys.empty() ? "" : ", ", name);
+  std::string gemm_keys = moe_grouped_gemm_overrides(o.gate_up, "gate_up_");
+  if (const std::string down = moe_grouped_gemm_overrides(o.down, "down_"); !down.empty())
+    gemm_keys += (gemm_keys.empty() ? "" : ", ") + down;
+  if (o.decode_split == 0) {
+    TC_CHECK_ARG(split_keys.empty(), kOp, "decode_split",
+                 "1, 2 or -1 where decode_split_* keys are given (they tune the one-kernel decode path)",
+                 "decode_split=0 with " + split_keys);
+    return std::nullopt;
+  }
+  const bool choose = o.decode_split < 0 && split_keys.empty();
   if (choose) {
-    if (!decode_path(a, d, o) || !decode_split_blocker(a, d.T, d.H, d.I, cc).empty()) return std::nullopt;
+    if (!decode_path(a, d, o) || !decode_split_blocker(a, d.T, d.H, d.I, cc).empty() || !gemm_keys.empty())
+      return std::nullopt;
   } else {
+    const std::string asked = o.decode_split > 0 ? "" : " (asked for by " + split_keys + ")";
     TC_CHECK_ARG(decode_path(a, d, o), kOp, "decode_split", "the decode path (decode=1, or chosen at decode sizes)",
-                 "the mapped path");
+                 "the mapped path" + asked);
     const std::string why = decode_split_blocker(a, d.T, d.H, d.I, cc);
     TC_CHECK_ARG(why.empty(), kOp, "decode_split",
                  "T = 1 on sm_90 with stacked [N, K] weights, H a multiple of 8 up to 8192 and I with a slice width",
-                 why);
+                 why + asked);
+    TC_CHECK_ARG(gemm_keys.empty(), kOp, "decode_split",
+                 "no grouped-GEMM keys on the one-kernel decode path (it runs no grouped GEMM; its own keys are "
+                 "decode_split_cols, decode_split_box_rows and decode_split_pool)",
+                 gemm_keys + asked);
   }
   DecodeSplitPlan plan = decode_split_plan(d.K, d.H, d.I, sm_count, o.decode_split_cols, o.decode_split_box_rows,
                                            o.decode_split_pool, o.decode_split == 2);

@@ -1,7 +1,9 @@
 #include "tilecraft/ops/moe_grouped_gemm.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
+#include <iterator>
 #include <optional>
 
 #include "moe/grouped_gemm_params.cuh"
@@ -223,54 +225,74 @@ std::string MoeGroupedGemmConfig::str() const {
                      k_splits > 1 ? fmt::format(" split-k={}", k_splits) : "");
 }
 
+namespace {
+// Every config key with its field: one table for setting, listing and
+// naming the overrides of a config.
+struct ConfigKey {
+  const char* name;
+  int MoeGroupedGemmConfig::*field;
+};
+using C = MoeGroupedGemmConfig;
+constexpr ConfigKey kConfigKeys[] = {
+    {"block_m", &C::block_m},
+    {"block_n", &C::block_n},
+    {"stages", &C::stages},
+    {"warps_m", &C::warps_m},
+    {"warps_n", &C::warps_n},
+    {"sm90", &C::sm90},
+    {"tma", &C::tma},
+    {"persistent", &C::persistent},
+    {"k_splits", &C::k_splits},
+    {"group_m", &C::group_m},
+    {"gemv", &C::gemv},
+    {"tma_store", &C::tma_store},
+    {"half_skip", &C::half_skip},
+    {"prefetch", &C::prefetch},
+    {"preload", &C::preload},
+    {"carveout", &C::carveout},
+    {"balance", &C::balance},
+    {"bulk", &C::bulk},
+    {"bulk_cols", &C::bulk_cols},
+    {"cluster", &C::cluster},
+    {"multicast", &C::multicast},
+    {"stagger", &C::stagger},
+    {"lean_a", &C::lean_a},
+    {"lean_desc", &C::lean_desc},
+    {"fill_stores", &C::fill_stores},
+    {"group_align", &C::group_align},
+};
+}  // namespace
+
 const char* moe_grouped_gemm_config_keys() {
-  return "block_m, block_n, stages, warps_m, warps_n, sm90, tma, persistent, k_splits, group_m, gemv, tma_store, "
-         "half_skip, prefetch, preload, carveout, balance, bulk, bulk_cols, cluster, multicast, stagger, lean_a, "
-         "lean_desc, fill_stores, group_align";
+  static const std::string keys = [] {
+    std::string s;
+    for (const ConfigKey& k : kConfigKeys) s += (s.empty() ? "" : ", ") + std::string(k.name);
+    return s;
+  }();
+  return keys.c_str();
 }
 
 bool is_moe_grouped_gemm_config_key(const std::string& key) {
-  MoeGroupedGemmConfig c;
-  try {
-    set_config_key(c, key, 0, "", "");
-    return true;
-  } catch (const Error&) {
-    return false;
-  }
+  return std::any_of(std::begin(kConfigKeys), std::end(kConfigKeys), [&](const ConfigKey& k) { return key == k.name; });
 }
 
 void set_config_key(MoeGroupedGemmConfig& c, const std::string& key, int value, const char* op, const char* arg) {
-  if (key == "block_m") c.block_m = value;
-  else if (key == "block_n") c.block_n = value;
-  else if (key == "stages") c.stages = value;
-  else if (key == "warps_m") c.warps_m = value;
-  else if (key == "warps_n") c.warps_n = value;
-  else if (key == "sm90") c.sm90 = value;
-  else if (key == "tma") c.tma = value;
-  else if (key == "persistent") c.persistent = value;
-  else if (key == "k_splits") c.k_splits = value;
-  else if (key == "group_m") c.group_m = value;
-  else if (key == "gemv") c.gemv = value;
-  else if (key == "tma_store") c.tma_store = value;
-  else if (key == "half_skip") c.half_skip = value;
-  else if (key == "prefetch") c.prefetch = value;
-  else if (key == "preload") c.preload = value;
-  else if (key == "carveout") c.carveout = value;
-  else if (key == "balance") c.balance = value;
-  else if (key == "bulk") c.bulk = value;
-  else if (key == "bulk_cols") c.bulk_cols = value;
-  else if (key == "cluster") c.cluster = value;
-  else if (key == "multicast") c.multicast = value;
-  else if (key == "stagger") c.stagger = value;
-  else if (key == "lean_a") c.lean_a = value;
-  else if (key == "lean_desc") c.lean_desc = value;
-  else if (key == "fill_stores")
-    c.fill_stores = value;
-  else if (key == "group_align")
-    c.group_align = value;
-  else
-    throw_arg_error(ErrorKind::kInvalidArgument, op, arg, std::string("keys ") + moe_grouped_gemm_config_keys(),
-                    "'" + key + "'");
+  for (const ConfigKey& k : kConfigKeys)
+    if (key == k.name) {
+      c.*(k.field) = value;
+      return;
+    }
+  throw_arg_error(ErrorKind::kInvalidArgument, op, arg, std::string("keys ") + moe_grouped_gemm_config_keys(),
+                  "'" + key + "'");
+}
+
+std::string moe_grouped_gemm_overrides(const MoeGroupedGemmConfig& c, const std::string& prefix) {
+  const MoeGroupedGemmConfig defaults;
+  std::string s;
+  for (const ConfigKey& k : kConfigKeys)
+    if (c.*(k.field) != defaults.*(k.field))
+      s += fmt::format("{}{}{}={}", s.empty() ? "" : ", ", prefix, k.name, c.*(k.field));
+  return s;
 }
 
 int moe_grouped_gemm_block_m(double rows_per_expert, bool wgmma) {
