@@ -94,6 +94,17 @@ TEST(Cli, UsageErrorsExit2NamingTheFlag) {
     EXPECT_EQ(r.rc, 2) << bad << ": " << r.out;
     EXPECT_NE(r.out.find("--config"), std::string::npos) << r.out;
   }
+  // Values merge into one set; a key twice with different values is refused
+  // (the same value twice is harmless).
+  r =
+      run("inspect --op moe_grouped_gemm --workload prefill-nk --variant Plain --dump ptx --config stages=3 "
+          "stages=4");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("stages=3 and stages=4"), std::string::npos) << r.out;
+  r =
+      run("inspect --op moe_grouped_gemm --workload prefill-nk --variant Plain --dump ptx --config stages=3,sm90=2 "
+          "stages=3");
+  EXPECT_EQ(r.rc, 0) << r.out;
 }
 
 // bench --scopes: only the named scopes are timed (the main line always

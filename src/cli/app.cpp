@@ -46,9 +46,10 @@ int run_main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 600000.0));
   bench->add_option("--vs-config", o.vs_config,
                     "A/B in one process: also time each case with these kernel config overrides (KEY=N[,KEY=N...], "
-                    "applied over --config), one call of each line per round beside the first run's, so both see "
-                    "the same clock and power state; its lines are named NAME@vs, print their median over the "
-                    "first run's NAME, and its output is verified against the golden too");
+                    "applied over --config; several values merge into one set, as --config's do), one call of each "
+                    "line per round beside the first run's, so both see the same clock and power state; its lines "
+                    "are named NAME@vs, print their median over the first run's NAME, and its output is verified "
+                    "against the golden too");
   bench->add_option("--vs-kernels", o.vs_kernels,
                     "A/B of kernel code in one process: that second run (with or without --vs-config) compiles the "
                     "kernel headers of this directory (e.g. .ab_kernels/REV from scripts/kernel_ab.sh); its "

@@ -36,6 +36,9 @@ namespace {
 
 // Each value of `flag` is KEY=INTEGER or a comma-separated list of them;
 // anything after the integer is an error (stoi alone would accept "2,x=1").
+// All values merge into one set; a key given twice with different values is
+// an error (which one was meant? `--vs-config a b` once read as two A/B
+// sides, and quietly ran their union).
 std::map<std::string, int> parse_config(const std::vector<std::string>& lists, const char* flag) {
   std::map<std::string, int> r;
   for (auto& list : lists) {
@@ -54,7 +57,12 @@ std::map<std::string, int> parse_config(const std::vector<std::string>& lists, c
       if (eq == std::string::npos || eq == 0 || used == 0 || used != kv.size() - eq - 1)
         throw_arg_error(ErrorKind::kInvalidArgument, "options", flag, "KEY=INTEGER[,KEY=INTEGER...]",
                         "'" + list + "'");
-      r[kv.substr(0, eq)] = value;
+      const std::string key = kv.substr(0, eq);
+      if (const auto seen = r.find(key); seen != r.end() && seen->second != value)
+        throw_arg_error(ErrorKind::kInvalidArgument, "options", flag,
+                        "each key once (all values merge into one set of overrides)",
+                        fmt::format("{}={} and {}={}", key, seen->second, key, value));
+      r[key] = value;
       start = end + 1;
     }
   }
