@@ -410,8 +410,7 @@ struct GroupedGemmSm90Ws {
     } else {
       const unsigned long long peer = words[rank ^ 1u];
       const bool peer_ok = peer != kNoTile;
-      w.mc = p.multicast && w.mine && peer_ok && int(unsigned(experts >> (32 * (rank ^ 1u)))) == w.tile.expert &&
-             int(unsigned(peer >> 32)) == w.tile.col0;
+      w.mc = shares_weights(p, w, peer_ok, int(unsigned(experts >> (32 * (rank ^ 1u)))), int(unsigned(peer >> 32)));
       return w.mine || peer_ok;
     }
   }
@@ -426,9 +425,15 @@ struct GroupedGemmSm90Ws {
       const long long mine = 2 * u + rank, peer = mine ^ 1;
       w.mine = mine < p.tiles_total && gemm_tile_at<kRingTiles>(p, mine, tiles, BM, BN, w.tile);
       const bool peer_ok = peer < p.tiles_total && gemm_tile_at<kRingTiles>(p, peer, tiles, BM, BN, other);
-      w.mc = p.multicast && w.mine && peer_ok && other.expert == w.tile.expert && other.col0 == w.tile.col0;
+      w.mc = shares_weights(p, w, peer_ok, other.expert, other.col0);
       return w.mine || peer_ok;
     }
+  }
+  // Whether this rank's weight boxes are multicast: asked for, both tiles
+  // real, and the peer's reads the same weights (expert and columns).
+  static __device__ __forceinline__ bool shares_weights(const GroupedGemmParams& p, const Work& w, bool peer_ok,
+                                                        int peer_expert, int peer_col0) {
+    return p.multicast && w.mine && peer_ok && peer_expert == w.tile.expert && peer_col0 == w.tile.col0;
   }
   // A consumer warp's release of slot `empty_s` (with pairs: in both CTAs).
   // Its reads of the slot retired (wgmma.wait_group), and the slot is only
