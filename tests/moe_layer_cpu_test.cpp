@@ -162,6 +162,20 @@ TensorView shape_only(DType t, Shape shape) {
   return TensorView(reinterpret_cast<void*>(uintptr_t(1) << 20), t, shape, Device{DeviceType::kCUDA, 0});
 }
 
+// A bf16 layer of T tokens, E experts, hidden size H and intermediate I,
+// stacked [N, K] weights, as shape-only views.
+ops::FusedMoeArgs shape_only_layer(int64_t T, int64_t E, int64_t H, int64_t I) {
+  auto view = [](std::initializer_list<int64_t> shape) { return shape_only(DType::kBF16, Shape(shape)); };
+  ops::FusedMoeArgs a;
+  a.x = view({T, H});
+  a.out = view({T, H});
+  a.w_router = view({E, H});
+  a.w_gate.stacked = view({E, I, H});
+  a.w_up.stacked = view({E, I, H});
+  a.w_down.stacked = view({E, H, I});
+  return a;
+}
+
 // Grouped GEMM arguments as the layer builds them: A rows gathered through
 // idx, stacked weights (also the up half when gated), one expert per tile.
 ops::MoeGroupedGemmArgs gathered_args(TensorView a, TensorView w, TensorView out, TensorView tiles, TensorView idx,
@@ -1431,7 +1445,6 @@ TEST(FusedMoeCpu, GateMappingTraceStampsCompileIn) {
 // any other kernel whose header includes tile/trace.cuh: its buffer stays
 // zero and take_traces skips it).
 TEST(FusedMoeCpu, TracedKernelsCompileWithoutSpills) {
-  auto view = [](std::initializer_list<int64_t> shape) { return shape_only(DType::kBF16, Shape(shape)); };
   struct Listing {
     int64_t T, H, I, E;
     int decode_split;
@@ -1445,10 +1458,7 @@ TEST(FusedMoeCpu, TracedKernelsCompileWithoutSpills) {
   for (const Listing& l : {Listing{4096, 7168, 2048, 256, -1}, Listing{256, 7168, 2048, 256, -1},
                            Listing{1, 2048, 768, 128, -1}, Listing{1, 7168, 2048, 256, -1},
                            Listing{1, 7168, 2048, 256, 0}}) {
-    ops::FusedMoeArgs a;
-    a.x = view({l.T, l.H}), a.out = view({l.T, l.H}), a.w_router = view({l.E, l.H});
-    a.w_gate.stacked = view({l.E, l.I, l.H}), a.w_up.stacked = view({l.E, l.I, l.H});
-    a.w_down.stacked = view({l.E, l.H, l.I});
+    const ops::FusedMoeArgs a = shape_only_layer(l.T, l.E, l.H, l.I);
     ops::FusedMoeParams p;
     p.top_k = 8;
     ops::FusedMoeOptions o;
@@ -1630,15 +1640,8 @@ TEST(FusedMoeCpu, MidSizeBatchesTake64RowWgmmaTiles) {
 // the down projection on one CTA per tile; at half a tile per expert
 // (T = 2048) neither pairs.
 TEST(FusedMoeCpu, DeepSeekLikePrefillPairsTheGateUp) {
-  auto view = [](std::initializer_list<int64_t> shape) { return shape_only(DType::kBF16, Shape(shape)); };
   for (auto [T, want] : {std::pair<int64_t, int>{4096, 1}, std::pair<int64_t, int>{2048, 0}}) {
-    ops::FusedMoeArgs a;
-    a.x = view({T, 64});
-    a.out = view({T, 64});
-    a.w_router = view({256, 64});
-    a.w_gate.stacked = view({256, 32, 64});
-    a.w_up.stacked = view({256, 32, 64});
-    a.w_down.stacked = view({256, 64, 32});
+    const ops::FusedMoeArgs a = shape_only_layer(T, 256, 64, 32);
     ops::FusedMoeParams p;
     p.top_k = 8;
     int pairs = 0, gated_pairs = 0;
@@ -1676,13 +1679,7 @@ TEST(FusedMoeCpu, RouterGemmSplitsKOverTheSms) {
         Case{2048, 7170, 256, 9, -1, 0, 0}, Case{2048, 7168, 256, 8, -1, 0, 0}, Case{1, 2048, 128, 9, 0, 16, 16},
         Case{4, 4096, 8, 9, 0, 16, 32}, Case{32768, 7168, 8, 9, -1, 0, 0}, Case{1, 128, 256, 9, -1, 0, 0}}) {
     SCOPED_TRACE(::testing::Message() << "T=" << c.T << " H=" << c.H << " E=" << c.E << " sm_" << c.cc << "0");
-    ops::FusedMoeArgs a;
-    a.x = view(DType::kBF16, {c.T, c.H});
-    a.out = view(DType::kBF16, {c.T, c.H});
-    a.w_router = view(DType::kBF16, {c.E, c.H});
-    a.w_gate.stacked = view(DType::kBF16, {c.E, 64, c.H});
-    a.w_up.stacked = view(DType::kBF16, {c.E, 64, c.H});
-    a.w_down.stacked = view(DType::kBF16, {c.E, c.H, 64});
+    const ops::FusedMoeArgs a = shape_only_layer(c.T, c.E, c.H, 64);
     ops::FusedMoeParams p;
     p.top_k = 1;
     const ops::MoeGroupedGemmConfig r = ops::fused_moe_router_config(a, p, {}, 132, c.cc);
@@ -1729,7 +1726,6 @@ TEST(FusedMoeCpu, RouterGemmSplitsKOverTheSms) {
 // sm_80. On this machine (its GPU, or 132 SMs without one) the kernel
 // listing and the workspace agree with the choice.
 TEST(FusedMoeCpu, DecodeSplitChoice) {
-  auto view = [](std::initializer_list<int64_t> shape) { return shape_only(DType::kBF16, Shape(shape)); };
   struct Case {
     const char* model;
     int64_t E, K, H, I;
@@ -1738,13 +1734,7 @@ TEST(FusedMoeCpu, DecodeSplitChoice) {
   for (const Case& c : {Case{"deepseek-v3", 256, 8, 7168, 2048, true}, Case{"kimi-k2", 384, 8, 7168, 2048, true},
                         Case{"qwen3-235b", 128, 8, 4096, 1536, false}, Case{"mixtral", 8, 2, 4096, 14336, false},
                         Case{"qwen3-30b", 128, 8, 2048, 768, false}, Case{"I=1000", 64, 8, 4096, 1000, false}}) {
-    ops::FusedMoeArgs a;
-    a.x = view({1, c.H});
-    a.out = view({1, c.H});
-    a.w_router = view({c.E, c.H});
-    a.w_gate.stacked = view({c.E, c.I, c.H});
-    a.w_up.stacked = view({c.E, c.I, c.H});
-    a.w_down.stacked = view({c.E, c.H, c.I});
+    const ops::FusedMoeArgs a = shape_only_layer(1, c.E, c.H, c.I);
     ops::FusedMoeParams p;
     p.top_k = int(c.K);
     ops::FusedMoeOptions off;
@@ -1773,17 +1763,7 @@ TEST(FusedMoeCpu, DecodeSplitChoice) {
 // kernels and are an error with decode_split=1; its own keys ask for it,
 // and are an error with decode_split=0 or where it cannot run.
 TEST(FusedMoeCpu, DecodeSplitKeysAreNeverIgnored) {
-  auto view = [](std::initializer_list<int64_t> shape) { return shape_only(DType::kBF16, Shape(shape)); };
-  auto deepseek = [&](int64_t T) {  // DeepSeek-V3's shapes, where T = 1 chooses the split
-    ops::FusedMoeArgs a;
-    a.x = view({T, 7168});
-    a.out = view({T, 7168});
-    a.w_router = view({256, 7168});
-    a.w_gate.stacked = view({256, 2048, 7168});
-    a.w_up.stacked = view({256, 2048, 7168});
-    a.w_down.stacked = view({256, 7168, 2048});
-    return a;
-  };
+  auto deepseek = [](int64_t T) { return shape_only_layer(T, 256, 7168, 2048); };  // T = 1 chooses the split
   ops::FusedMoeParams p;
   p.top_k = 8;
   const ops::FusedMoeArgs a = deepseek(1);
