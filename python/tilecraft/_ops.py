@@ -158,8 +158,8 @@ def moe_grouped_gemm(a: Tensor, w: Tensor | Sequence[Tensor], *, w_up: Tensor | 
     row r's tile. w: stacked [E, N, K] ('nk') / [E, K, N] ('kn'), or a list of per-expert tensors.
     row_token: rows with a negative entry are padding and read zeros (for A in layout order, e.g.
     the mapping's pos_to_token).
-    config: kernel overrides, as the CLI's --config (block_m, block_n, stages, warps_m, warps_n,
-    sm90, tma, persistent, k_splits, group_m, gemv)."""
+    config: kernel overrides, as the CLI's --config (block_m, block_n, stages, sm90, tma, gemv,
+    cluster, ...: an unknown key raises ValueError listing them all)."""
     _tensor("moe_grouped_gemm", "a", a, 2)
     ws, stacked = _experts("moe_grouped_gemm", "w", w)
     ups = _experts("moe_grouped_gemm", "w_up", w_up)[0] if w_up is not None else None
