@@ -6,7 +6,8 @@
 # accurate expf, in one process (ratio: the patched kernels' time over
 # main's); the GPU tests of every gated path under the patched kernels; and
 # the consumers' stagger (session 34: no win with the old epilogue) on
-# Qwen3-30B's gate/up, where the epilogue weighs most (32 k-steps a tile).
+# Qwen3-30B's gate/up and down, where the epilogue weighs most (32 and 12
+# k-steps a tile).
 # Run from the repository root on the GPU machine.
 export O=$OUT; mkdir -p $O/l; export OUT=$O/l
 scripts/device_check.sh build > $OUT/main.log 2>&1; tail -1 $OUT/main.log
@@ -21,7 +22,7 @@ for w in qwen3-30b-a3b-T4096 mixtral-8x7b-T4096 race-performance-2; do
     --vs-kernels .ab_kernels/ex2 > $OUT/ex2_$w.log 2>&1; echo "== $w rc=$?"
   grep -E "WRONG|ERROR|^    [a-z_]+(@vs)? +median" $OUT/ex2_$w.log | sed -E 's/ +\(.*//' | cut -c1-120
 done
-timeout 60 $B/tilecraft bench --op fused_moe --workload qwen3-30b-a3b-T4096 $G --scopes gate_up \
-  --vs-config gate_up_stagger=2 > $OUT/stagger.log 2>&1; echo "stagger rc=$?"
-grep -E "WRONG|^    gate_up(@vs)? +median" $OUT/stagger.log | sed -E 's/ +\(.*//'
+timeout 60 $B/tilecraft bench --op fused_moe --workload qwen3-30b-a3b-T4096 $G --scopes gate_up,down \
+  --vs-config gate_up_stagger=2,down_stagger=2 > $OUT/stagger.log 2>&1; echo "stagger rc=$?"
+grep -E "WRONG|^    (gate_up|down)(@vs)? +median" $OUT/stagger.log | sed -E 's/ +\(.*//'
 cd $O && tar czf logs.tgz l
