@@ -19,6 +19,8 @@ struct Draw {
   T pick(std::initializer_list<T> v) {
     return *(v.begin() + in(0, int64_t(v.size()) - 1));
   }
+  // A routing of the GEMM and mapping workloads, uniform twice as often.
+  const char* routing() { return pick({"uniform", "uniform", "skewed", "one_hot", "empty_experts", "dropped"}); }
   // Mostly multiples of 8 (the models'), a third of the time any width
   // (the layer's tails: unaligned rows, N and K tails).
   int64_t width(int64_t lo, int64_t hi) { return coin(0.35) ? in(lo, hi) : 8 * in((lo + 7) / 8, hi / 8); }
@@ -108,7 +110,7 @@ std::vector<std::string> random_gemm_shapes(uint64_t seed, int count, ShapeBudge
     std::string s = fmt::format("T={},topk={},E={},N={},K={},dtype={},layout={},weights={},a_rows={},routing={}", T,
                                 topk, E, N, K, r.coin() ? "bf16" : "fp16", r.coin() ? "kn" : "nk",
                                 r.coin() ? "per_expert" : "stacked", contiguous ? "contiguous" : "gathered",
-                                r.pick({"uniform", "uniform", "skewed", "one_hot", "empty_experts", "dropped"}));
+                                r.routing());
     if (contiguous && r.coin(0.3)) s += ",padding=skipped";
     if (r.coin(0.3)) s += fmt::format(",block_m={}", r.pick({16, 32, 64, 128}));
     if (r.coin(0.25)) s += ",values=wide";
@@ -146,7 +148,7 @@ std::vector<std::string> random_mapping_shapes(uint64_t seed, int count) {
     const int64_t T = r.tokens(20000), K = std::min<int64_t>(E, r.coin(0.6) ? r.pick<int64_t>({1, 2, 8}) : r.in(1, 32));
     const int64_t block_m = r.coin(0.6) ? r.pick<int64_t>({1, 16, 32, 64, 128}) : r.in(1, 1024);
     out.push_back(fmt::format("T={},K={},E={},block_m={},routing={}", T, K, E, block_m,
-                              r.pick({"uniform", "uniform", "skewed", "one_hot", "empty_experts", "dropped"})));
+                              r.routing()));
   }
   return out;
 }
