@@ -71,6 +71,21 @@ TEST(Cli, UsageErrorsExit2NamingTheFlag) {
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("--vs-config"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("the cuda backend"), std::string::npos) << r.out;
+  // Each --vs-config value is one A/B side: a key twice within one is an
+  // error, two values are two sides (parsed, then refused on the cpu
+  // backend); --vs-kernels gives one directory or one per side.
+  r = run("bench --op moe_reduce_fused --backend cpu --vs-config vec=4,vec=2");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("vec=4 and vec=2"), std::string::npos) << r.out;
+  r = run("bench --op moe_reduce_fused --backend cpu --vs-config vec=4 vec=2");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_EQ(r.out.find("vec=4 and vec=2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the cuda backend"), std::string::npos) << r.out;
+  r = run("bench --op moe_reduce_fused --backend cpu --vs-config vec=4 vec=2 vec=1 --vs-kernels /tmp /tmp");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("'--vs-kernels'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("or 3 (one per --vs-config side"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 directories"), std::string::npos) << r.out;
   r = run("bench --vs-kernels /no/such/kernel/dir");
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("'--vs-kernels'"), std::string::npos) << r.out;
@@ -157,6 +172,15 @@ TEST(Cli, BenchVsConfig) {
   ASSERT_NE(at, std::string::npos) << r.out;
   const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
   EXPECT_NE(line.find("x main  ("), std::string::npos) << line;
+  EXPECT_EQ(r.out.find("WRONG RESULT"), std::string::npos) << r.out;
+  // Two sides: lines NAME@vs1 and NAME@vs2, each side named and verified.
+  r = run("bench --op moe_reduce_fused --workload tiny --warmup 0 --repeat 3 --config vec=8 --vs-config vec=4 vec=2");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  for (const char* side : {"1", "2"}) {
+    EXPECT_NE(r.out.find(std::string("    vs") + side + ": "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(std::string("    main@vs") + side + " "), std::string::npos) << r.out;
+  }
+  EXPECT_EQ(r.out.find("    main@vs "), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("WRONG RESULT"), std::string::npos) << r.out;
   r = run("bench --op moe_reduce_fused --workload tiny --warmup 0 --repeat 3 --vs-config no_such_key=1");
   EXPECT_NE(r.rc, 0) << r.out;

@@ -291,6 +291,11 @@ TEST(Reports, PerformanceReportComparesScopes) {
   EXPECT_TRUE(is_vs_config_scope(main_b));
   EXPECT_FALSE(is_vs_config_scope(r["scopes"][0]));
   EXPECT_FALSE(is_vs_config_scope(nlohmann::json{{"name", "@vs"}}));
+  EXPECT_TRUE(is_vs_config_scope(nlohmann::json{{"name", "down@vs2"}}));  // one of several sides
+  EXPECT_FALSE(is_vs_config_scope(nlohmann::json{{"name", "down@vs2x"}}));
+  EXPECT_EQ(vs_suffix(0, 1), "@vs");
+  EXPECT_EQ(vs_suffix(0, 3), "@vs1");
+  EXPECT_EQ(vs_suffix(2, 3), "@vs3");
   r["scopes"].push_back(main_b);  // the report gives such a line three decimals
   EXPECT_NE(performance_report(EnvInfo{}, nullptr, {r}, "").find("| | main@vs | 97.00 | - | - | - | 0.970x main |"),
             std::string::npos);

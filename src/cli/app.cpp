@@ -46,14 +46,17 @@ int run_main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 600000.0));
   bench->add_option("--vs-config", o.vs_config,
                     "A/B in one process: also time each case with these kernel config overrides (KEY=N[,KEY=N...], "
-                    "applied over --config; several values merge into one set, as --config's do), one call of each "
-                    "line per round beside the first run's, so both see the same clock and power state; its lines "
-                    "are named NAME@vs, print their median over the first run's NAME, and its output is verified "
-                    "against the golden too");
+                    "applied over --config), one call of each line per round beside the first run's, so every side "
+                    "sees the same clock and power state. Each value is one more side (--vs-config a=1 b=2: three "
+                    "runs); with one side its lines are named NAME@vs, with several NAME@vs1, NAME@vs2, ...; each "
+                    "prints its median over the first run's NAME, and each side's output is verified against the "
+                    "golden too");
   bench->add_option("--vs-kernels", o.vs_kernels,
-                    "A/B of kernel code in one process: that second run (with or without --vs-config) compiles the "
-                    "kernel headers of this directory (e.g. .ab_kernels/REV from scripts/kernel_ab.sh); its "
-                    "parameter headers (*params.cuh) must equal this build's");
+                    "A/B of kernel code in one process: the other side compiles the kernel headers of this "
+                    "directory (e.g. .ab_kernels/REV from scripts/kernel_ab.sh); its parameter headers "
+                    "(*params.cuh) must equal this build's. One directory applies to every --vs-config side; "
+                    "several pair with as many --vs-config values in order, or without --vs-config are one side "
+                    "each");
   bench->add_option("--backend", o.backend, "cuda or cpu")->check(CLI::IsMember({"cuda", "cpu"}));
   auto* run = app.add_subcommand("run", "Main job: env, compile, test and bench; writes logs and reports");
   cli::add_filter_flags(run, o);

@@ -31,6 +31,13 @@ using harness::Records;
 
 namespace {
 
+// A bench record one of whose other A/B sides gave a wrong result.
+bool vs_wrong(const nlohmann::json& r) {
+  for (const nlohmann::json& v : r.value("vs_sides", nlohmann::json::array()))
+    if (!v.value("verified", false)) return true;
+  return false;
+}
+
 // Console output, optionally copied to a log file (logs/raw/<op>.log).
 struct Console {
   std::ofstream file;
@@ -179,14 +186,12 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
   TC_CHECK_ARG(o.energy_ms == 0 || backend == DeviceType::kCUDA, "bench", "--energy-ms", "the cuda backend (a GPU)",
                "the cpu backend");
   ctx.energy_ms = o.energy_ms;
-  ctx.vs_config = o.vs_overrides();
+  ctx.vs = o.vs_sides();  // (its own errors first: they hold on any backend)
   TC_CHECK_ARG(o.vs_config.empty() || backend == DeviceType::kCUDA, "bench", "--vs-config", "the cuda backend (a GPU)",
                "the cpu backend");
-  if (!o.vs_kernels.empty()) {
-    TC_CHECK_ARG(backend == DeviceType::kCUDA, "bench", "--vs-kernels", "the cuda backend (a GPU)", "the cpu backend");
-    check_kernel_dir(o.vs_kernels, "bench", "--vs-kernels");
-    ctx.vs_kernel_dir = o.vs_kernels;
-  }
+  TC_CHECK_ARG(o.vs_kernels.empty() || backend == DeviceType::kCUDA, "bench", "--vs-kernels",
+               "the cuda backend (a GPU)", "the cpu backend");
+  for (const std::string& dir : o.vs_kernels) check_kernel_dir(dir, "bench", "--vs-kernels");
   std::unique_ptr<harness::L2Flusher> flusher;
   if (backend == DeviceType::kCUDA) {
     if (!ceilings) {
@@ -233,18 +238,14 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
                            r["case_id"].get<std::string>(), r["backend"].get<std::string>(), shape_summary(r),
                            t["median_us"].get<double>(), t["p90_us"].get<double>(), r["gbps"].get<double>(), frac,
                            r["verified"].get<bool>() ? "" : " WRONG RESULT",
-                           r.contains("vs_config") && !r["vs_config"].value("verified", false)
-                               ? " WRONG RESULT in the vs run"
-                               : ""));
-      if (r.contains("vs_config")) {  // what the @vs lines ran
-        const nlohmann::json& v = r["vs_config"];
-        con.line(fmt::format("    vs: {}{}",
+                           vs_wrong(r) ? " WRONG RESULT in a vs run" : ""));
+      for (const nlohmann::json& v : r.value("vs_sides", nlohmann::json::array()))  // what the NAME@vs lines ran
+        con.line(fmt::format("    {}: {}{}", v.value("suffix", std::string()).substr(1),
                              v.contains("kernel_dir")
                                  ? fmt::format("kernels of {} ({}), ", v["kernel_dir"].get<std::string>(),
                                                v.value("kernel_sources_sha256", std::string()).substr(0, 16))
                                  : std::string(),
                              v.value("config", std::string())));
-      }
       // The clock was held back while this case was timed: say so next to it.
       if (r.contains("gpu_state") && r["gpu_state"].value("slowed", false))
         con.line("    " + r["gpu_state"].value("summary", std::string()));

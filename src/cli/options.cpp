@@ -1,13 +1,14 @@
 #include "options.h"
 
-#include <algorithm>
-#include <filesystem>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <filesystem>
+
 #include "tilecraft/error.h"
 #include "tilecraft/harness/random_shapes.h"
+#include "tilecraft/harness/report.h"
 #include "tilecraft/jit/embedded_sources.h"
 
 namespace tilecraft::cli {
@@ -37,8 +38,8 @@ namespace {
 // Each value of `flag` is KEY=INTEGER or a comma-separated list of them;
 // anything after the integer is an error (stoi alone would accept "2,x=1").
 // All values merge into one set; a key given twice with different values is
-// an error (which one was meant? `--vs-config a b` once read as two A/B
-// sides, and quietly ran their union).
+// an error (which one was meant?). (--vs-config parses each of its values
+// apart: each is one A/B side.)
 std::map<std::string, int> parse_config(const std::vector<std::string>& lists, const char* flag) {
   std::map<std::string, int> r;
   for (auto& list : lists) {
@@ -89,7 +90,19 @@ harness::RunOptions Options::run_options(bool checked) const {
   return r;
 }
 
-std::map<std::string, int> Options::vs_overrides() const { return parse_config(vs_config, "--vs-config"); }
+std::vector<harness::VsSide> Options::vs_sides() const {
+  const size_t nc = vs_config.size(), nk = vs_kernels.size();
+  TC_CHECK_ARG(nc == 0 || nk <= 1 || nk == nc, "bench", "--vs-kernels",
+               fmt::format("one directory (for every --vs-config side) or {} (one per --vs-config side, in order)", nc),
+               fmt::format("{} directories", nk));
+  std::vector<harness::VsSide> sides(std::max(nc, nk));
+  for (size_t i = 0; i < sides.size(); ++i) {
+    if (i < nc) sides[i].config = parse_config({vs_config[i]}, "--vs-config");
+    if (nk > 0) sides[i].kernel_dir = vs_kernels[nk == 1 ? 0 : i];
+    sides[i].suffix = harness::vs_suffix(i, sides.size());
+  }
+  return sides;
+}
 
 harness::TimingSettings Options::timing() const {
   harness::TimingSettings t;

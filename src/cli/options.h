@@ -22,8 +22,8 @@ struct Options {
   std::string arch;     // "" = the device's, or sm_90a without a GPU
   std::string compile_options = "release";
   std::vector<std::string> config;  // key=value kernel overrides
-  std::vector<std::string> vs_config;  // bench: key=value overrides of a second run interleaved with the first
-  std::string vs_kernels;              // bench: that second run's kernel headers, from this directory
+  std::vector<std::string> vs_config;   // bench: per other A/B side, key=value overrides (vs_sides)
+  std::vector<std::string> vs_kernels;  // bench: other A/B sides' kernel header directories (vs_sides)
   std::vector<std::string> scopes;  // bench: time only these scopes of each case (empty: all)
   double energy_ms = 0;             // bench: > 0, each scope's energy per call, run alone this long
   int warmup = 10, repeat = 100, trials = 1;
@@ -37,7 +37,12 @@ struct Options {
 
   harness::Selection selection() const;
   harness::RunOptions run_options(bool checked) const;
-  std::map<std::string, int> vs_overrides() const;  // vs_config, parsed as --config is
+  // bench's other A/B sides: one per --vs-config value (each parsed as
+  // --config is), their kernels from the one --vs-kernels directory if given,
+  // or paired in order with as many; or one per --vs-kernels directory alone.
+  // Errors name the flag. (The directories are the caller's to check:
+  // check_kernel_dir.)
+  std::vector<harness::VsSide> vs_sides() const;
   harness::TimingSettings timing() const;
 };
 

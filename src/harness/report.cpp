@@ -1,11 +1,12 @@
 #include "tilecraft/harness/report.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "tilecraft/error.h"
 
@@ -134,10 +135,15 @@ std::string scope_vs_text(const nlohmann::json& record, const nlohmann::json& sc
   return is_vs_config_scope(scope) ? fmt::format("{:.3f}x {}", ratio, other) : fmt::format("{:.2f}x {}", ratio, other);
 }
 
+std::string vs_suffix(size_t i, size_t n) { return n == 1 ? kVsConfigSuffix : kVsConfigSuffix + std::to_string(i + 1); }
+
 bool is_vs_config_scope(const nlohmann::json& scope) {
   const std::string name = scope.value("name", "");
   const std::string suffix = kVsConfigSuffix;
-  return name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  const size_t at = name.rfind(suffix);
+  if (at == std::string::npos || at == 0) return false;  // no name before the suffix
+  return std::all_of(name.begin() + long(at + suffix.size()), name.end(),
+                     [](char ch) { return ch >= '0' && ch <= '9'; });
 }
 
 std::string performance_report(const EnvInfo& env, const Ceilings* ce, const Records& recs, const std::string& note) {

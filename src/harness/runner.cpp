@@ -424,29 +424,35 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
       stream.sync();
       std::vector<TimedScope> scopes = selected_scopes(a.bench_scopes(d, dc.in, dc.out, o), ctx.scopes);
       // --vs-config / --vs-kernels: the same case under other overrides or
-      // another tree's kernels, its lines timed in the same rounds as these
-      // (so both sides share each round's clock and power state), named
-      // NAME@vs and judged against NAME.
-      RunOptions ob = o;
-      for (const auto& [key, value] : ctx.vs_config) ob.config[key] = value;
-      if (!ctx.vs_kernel_dir.empty()) ob.compile.kernel_dir = ctx.vs_kernel_dir;
-      const auto fn_b = [&](CUstream s) { a.run(d, dc.in, dc.out, backend, s, ob); };
-      if (ctx.has_vs()) {
-        r["vs_config"]["config"] = config_of(c, ob);
-        if (!ctx.vs_kernel_dir.empty()) {
-          r["vs_config"]["kernel_dir"] = ctx.vs_kernel_dir;
-          r["vs_config"]["kernel_sources_sha256"] = jit::kernel_sources_sha256(ctx.vs_kernel_dir);
+      // another tree's kernels, one run per side, its lines timed in the same
+      // rounds as these (so every side shares each round's clock and power
+      // state), named NAME + the side's suffix and judged against NAME.
+      std::vector<std::function<void(CUstream)>> fn_vs;
+      std::deque<RunOptions> vs_options;  // stable: the sides' scopes keep references to theirs
+      for (const VsSide& side : ctx.vs) {
+        RunOptions& ob = vs_options.emplace_back(o);
+        for (const auto& [key, value] : side.config) ob.config[key] = value;
+        if (!side.kernel_dir.empty()) ob.compile.kernel_dir = side.kernel_dir;
+        nlohmann::json v{{"suffix", side.suffix}, {"config", config_of(c, ob)}};
+        if (!side.kernel_dir.empty()) {
+          v["kernel_dir"] = side.kernel_dir;
+          v["kernel_sources_sha256"] = jit::kernel_sources_sha256(side.kernel_dir);
         }
+        r["vs_sides"].push_back(std::move(v));
+        const std::function<void(CUstream)> fn_b = [&a, &d, &dc, backend, side_o = &ob](CUstream s) {
+          a.run(d, dc.in, dc.out, backend, s, *side_o);
+        };
         fn_b(stream.get());
         stream.sync();
         std::vector<TimedScope> b = selected_scopes(a.bench_scopes(d, dc.in, dc.out, ob), ctx.scopes);
-        scopes.push_back({std::string(kMainScope) + kVsConfigSuffix, "the main line (" + a.main_scope() + ")",
-                          fn_b, flops, kMainScope});
+        scopes.push_back(
+            {std::string(kMainScope) + side.suffix, "the main line (" + a.main_scope() + ")", fn_b, flops, kMainScope});
         for (TimedScope& sc : b) {
           sc.vs = sc.name;
-          sc.name += kVsConfigSuffix;
+          sc.name += side.suffix;
           scopes.push_back(std::move(sc));
         }
+        fn_vs.push_back(fn_b);
       }
       std::vector<std::function<void(CUstream)>> fns{fn};
       for (const TimedScope& sc : scopes) fns.push_back(sc.fn);
@@ -501,11 +507,11 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
         return dc.download();
       };
       got = output_of(fn);
-      if (ctx.has_vs()) {  // the other run's output, checked as this one's is below
-        const std::map<std::string, HostTensor> got_b = output_of(fn_b);
+      for (size_t k = 0; k < fn_vs.size(); ++k) {  // the other runs' outputs, checked as this one's is below
+        const std::map<std::string, HostTensor> got_b = output_of(fn_vs[k]);
         nlohmann::json cmp_b;
-        r["vs_config"]["verified"] = a.compare(d, *c.op, want.views, views_of(got_b), cmp_b);
-        r["vs_config"]["max_abs_err"] = cmp_b.value("max_abs_err", 0.0);
+        r["vs_sides"][k]["verified"] = a.compare(d, *c.op, want.views, views_of(got_b), cmp_b);
+        r["vs_sides"][k]["max_abs_err"] = cmp_b.value("max_abs_err", 0.0);
       }
       // Trace stamps (bench prints each traced kernel's last launch) are the
       // check's, a main-line call after the timing, unless scopes were
@@ -563,7 +569,9 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
         r["bound_rule"] = fmt::format("intensity {:.3f} flop/B >= ridge {:.1f} flop/B", intensity, ridge);
       }
     }
-    const bool b_ok = !r.contains("vs_config") || r["vs_config"].value("verified", false);
+    bool b_ok = true;
+    for (const nlohmann::json& v : r.value("vs_sides", nlohmann::json::array()))
+      b_ok = b_ok && v.value("verified", false);
     r["status"] = r["verified"].get<bool>() && b_ok ? "ok" : "wrong result";
   } catch (const Error& e) {
     r["status"] = "error";

@@ -23,8 +23,11 @@ std::string correctness_report(const EnvInfo& env, const Records& correctness, c
 // that one's, or 0 when it names none or either median is missing (an error,
 // not timed).
 double scope_vs_ratio(const nlohmann::json& record, const nlohmann::json& scope);
-// The lines bench --vs-config adds are named NAME + kVsConfigSuffix.
+// The lines bench --vs-config / --vs-kernels add are named NAME + a suffix:
+// kVsConfigSuffix with one other side, kVsConfigSuffix + "1", "2", ... with
+// several (side i of n: vs_suffix(i, n)).
 constexpr const char* kVsConfigSuffix = "@vs";
+std::string vs_suffix(size_t i, size_t n);
 bool is_vs_config_scope(const nlohmann::json& scope);
 // scope_vs_ratio as text, "1.07x cublas_per_expert" (three decimals for a
 // --vs-config / --vs-kernels line, an A/B in one process), or "" without one.

@@ -39,6 +39,13 @@ double host_memory_bytes();
 
 nlohmann::json run_correctness(const Case& c, DeviceType backend, const RunOptions& o, const EnvInfo& env);
 
+// One other side of a bench A/B in one process.
+struct VsSide {
+  std::map<std::string, int> config;  // overrides over RunOptions::config
+  std::string kernel_dir;             // non-empty: its kernels compile from this directory's headers
+  std::string suffix;                 // its lines are NAME + suffix (vs_suffix)
+};
+
 struct BenchContext {
   TimingSettings timing;
   const Ceilings* ceilings = nullptr;  // GPU only
@@ -49,15 +56,14 @@ struct BenchContext {
   bool same_size_copy = true;          // also time a copy of the same bytes (GPU)
   std::vector<std::string> scopes;     // time only these of the op's scopes (empty: all); others are an error
   double energy_ms = 0;                // > 0: also each timed scope's energy per call, alone for this long (energy.h)
-  // Non-empty: the case runs a second time with these config overrides (over
-  // RunOptions::config), its main line and scopes timed in the same rounds as
-  // the first run's (named NAME@vs, judged against NAME) and its output
-  // verified too: an A/B that both sides see under one clock and power state.
-  std::map<std::string, int> vs_config;
-  // Non-empty: that second run compiles its kernels from this directory's
-  // headers (jit::CompileOptions::kernel_dir), with or without vs_config.
-  std::string vs_kernel_dir;
-  bool has_vs() const { return !vs_config.empty() || !vs_kernel_dir.empty(); }
+  // The other sides of an A/B in one process (bench --vs-config /
+  // --vs-kernels): the case runs once more per side, under that side's
+  // config overrides (over RunOptions::config) and kernel headers, its main
+  // line and scopes timed in the same rounds as the first run's (named
+  // NAME + the side's suffix, judged against NAME) and its output verified
+  // too: an A/B (or A/B/C...) that every side sees under one clock and
+  // power state.
+  std::vector<VsSide> vs;
 };
 // Host time per call of `call` (which enqueues on `stream`), median of
 // batches; `gpu_ms_per_call` (its measured GPU time, 0 = small) shortens the
