@@ -3,6 +3,7 @@
 # it, then session 39's ex2 patch again as an A/A/B: main's kernels, a copy
 # of them (the A/A: how far one process's sides drift) and the patched ones,
 # on race 2 (ex2 read 1.036x slower in call 3) and Qwen3-30B T=4096 (0.991x).
+# Last, Qwen3-30B T=4096's down projection under four configs in one process.
 # Run from the repository root on the GPU machine.
 export O=$OUT; mkdir -p $O/l; export OUT=$O/l
 scripts/device_check.sh build > $OUT/main.log 2>&1; tail -1 $OUT/main.log
@@ -17,4 +18,9 @@ for w in race-performance-2 qwen3-30b-a3b-T4096; do
     --vs-kernels .ab_kernels/same .ab_kernels/ex2 > $OUT/aab_$w.log 2>&1; echo "== $w rc=$?"
   grep -E "WRONG|ERROR|^    vs[0-9]: |^    [a-z_]+(@vs[0-9])? +median" $OUT/aab_$w.log | sed -E 's/ +\(.*//' | cut -c1-120
 done
+# Qwen3-30B T=4096's down projection (L2-bound) under four other configs at once.
+timeout 150 $B/tilecraft bench --op fused_moe --workload qwen3-30b-a3b-T4096 $G --scopes down \
+  --vs-config down_stages=3 down_group_m=4 down_group_m=16 down_block_n=128 > $OUT/down_sweep.log 2>&1
+echo "== down sweep rc=$?"
+grep -E "WRONG|ERROR|^    vs[0-9]: |^    down(@vs[0-9])? +median" $OUT/down_sweep.log | sed -E 's/ +\(.*//' | cut -c1-120
 cd $O && tar czf logs.tgz l
