@@ -136,7 +136,7 @@ TEST(Generator, RoutingShapesAndRecordedSeeds) {
   s.variant = "Quantized";
   auto cases = select_cases(m, s, storage);
   ASSERT_EQ(cases.size(), 1u);
-  const auto& a = adapter_for("moe_reduce_fused");
+  const OpAdapter& a = adapter_for(cases[0].op->name);
   CaseData d = a.generate(cases[0]);
   const auto& pos = d.inputs.at("token_topk_to_pos");
   const int64_t T = pos.shape()[0], K = pos.shape()[1], E = d.inputs.at("x").shape()[0];

@@ -100,7 +100,8 @@ TEST(MoeTopkGate, ManifestCasesPassOnCpu) {
 TEST(MoeTopkGateChecks, Float64CheckRejectsWrongRoutings) {
   using namespace tilecraft::harness;
   const Manifest m = Manifest::load();
-  const auto& a = adapter_for("moe_topk_gate");
+  const std::string op = "moe_topk_gate";  // named: no reference bound through a temporary (g++ 13 warns)
+  const OpAdapter& a = adapter_for(op);
   for (const char* workload : {"deepseek-v3-t16", "kimi-k2-t512", "deepseek-bf16-scores", "qwen3-30b-a3b-t256"}) {
     SCOPED_TRACE(workload);
     Selection s;

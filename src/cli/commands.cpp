@@ -208,7 +208,8 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
     {
       rt::Stream s;
       jit::KernelSpec spec{"harness/bandwidth.cuh", "tc::harness::empty_kernel", {}, "empty"};
-      const auto& k = jit::get_kernel(spec, {}, 0);
+      const jit::CompileOptions defaults;
+      const auto& k = jit::get_kernel(spec, defaults, 0);
       std::vector<char> p(64, 0);
       ctx.bare_launch_host_us = harness::host_us_per_call([&] { jit::launch(k, 1, 1, 32, 0, s.get(), p.data()); }, s.get());
     }

@@ -11,7 +11,8 @@ const Launchable& OpKernelCache::get(uint64_t code, const CompileOptions& option
       for (const Entry& e : it->second)
         if (e.device == device && e.options == options) return *e.kernel;
   }
-  const Launchable& k = get_kernel(make(), options, device);
+  const KernelSpec spec = make();  // named: g++ 13 warns of a reference bound through a temporary
+  const Launchable& k = get_kernel(spec, options, device);
   if (on_load) on_load(k);
   std::lock_guard<std::mutex> lock(mu_);
   map_[code].push_back({options, device, &k});
