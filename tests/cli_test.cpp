@@ -182,9 +182,9 @@ TEST(Cli, BenchVsConfig) {
   }
   EXPECT_EQ(r.out.find("    main@vs "), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("WRONG RESULT"), std::string::npos) << r.out;
-  r = run("bench --op moe_reduce_fused --workload tiny --warmup 0 --repeat 3 --vs-config no_such_key=1");
+  r = run("bench --op moe_reduce_fused --workload tiny --warmup 0 --repeat 3 --vs-config vec=4 no_such_key=1");
   EXPECT_NE(r.rc, 0) << r.out;
-  EXPECT_NE(r.out.find("no_such_key"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("A/B side @vs2 (no_such_key=1): "), std::string::npos) << r.out;  // names the side
 }
 
 // --options kernels=DIR: another tree's kernel headers, compiled (here a

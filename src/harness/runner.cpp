@@ -387,6 +387,16 @@ nlohmann::json run_correctness(const Case& c, DeviceType backend, const RunOptio
   return r;
 }
 
+namespace {
+// An A/B side as its flags gave it: "KEY=N,KEY=N", "kernels of DIR", or both.
+std::string vs_side_text(const VsSide& side) {
+  std::string s;
+  for (const auto& [key, value] : side.config) s += (s.empty() ? "" : ",") + key + "=" + std::to_string(value);
+  if (!side.kernel_dir.empty()) s += (s.empty() ? "" : ", ") + std::string("kernels of ") + side.kernel_dir;
+  return s;
+}
+}  // namespace
+
 nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o, const BenchContext& ctx,
                          const EnvInfo& env) {
   const OpAdapter& a = adapter_for(c.op->name);
@@ -433,18 +443,24 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
         RunOptions& ob = vs_options.emplace_back(o);
         for (const auto& [key, value] : side.config) ob.config[key] = value;
         if (!side.kernel_dir.empty()) ob.compile.kernel_dir = side.kernel_dir;
-        nlohmann::json v{{"suffix", side.suffix}, {"config", config_of(c, ob)}};
+        const std::function<void(CUstream)> fn_b = [&a, &d, &dc, backend, side_o = &ob](CUstream s) {
+          a.run(d, dc.in, dc.out, backend, s, *side_o);
+        };
+        nlohmann::json v{{"suffix", side.suffix}};
+        std::vector<TimedScope> b;
+        try {  // (its kernels, a first call, its scopes)
+          v["config"] = config_of(c, ob);
+          fn_b(stream.get());
+          stream.sync();
+          b = selected_scopes(a.bench_scopes(d, dc.in, dc.out, ob), ctx.scopes);
+        } catch (const Error& e) {  // say which side: several may run
+          throw Error(e.kind(), fmt::format("A/B side {} ({}): {}", side.suffix, vs_side_text(side), e.what()));
+        }
         if (!side.kernel_dir.empty()) {
           v["kernel_dir"] = side.kernel_dir;
           v["kernel_sources_sha256"] = jit::kernel_sources_sha256(side.kernel_dir);
         }
         r["vs_sides"].push_back(std::move(v));
-        const std::function<void(CUstream)> fn_b = [&a, &d, &dc, backend, side_o = &ob](CUstream s) {
-          a.run(d, dc.in, dc.out, backend, s, *side_o);
-        };
-        fn_b(stream.get());
-        stream.sync();
-        std::vector<TimedScope> b = selected_scopes(a.bench_scopes(d, dc.in, dc.out, ob), ctx.scopes);
         scopes.push_back(
             {std::string(kMainScope) + side.suffix, "the main line (" + a.main_scope() + ")", fn_b, flops, kMainScope});
         for (TimedScope& sc : b) {
