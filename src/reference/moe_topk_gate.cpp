@@ -24,19 +24,20 @@ std::vector<int> topk(const std::vector<float>& v, int64_t k) {
   return idx;
 }
 
-// The shapes the selection needs (a workload can ask for any): else an
-// error naming the golden and the argument, not an out-of-bounds read.
 void check(const MoeTopkGateRef& r) {
-  constexpr const char* kOp = "moe_topk_gate (CPU golden)";
-  TC_CHECK_ARG(r.E >= 1, kOp, "E", "at least one expert", std::to_string(r.E));
-  TC_CHECK_ARG(r.K >= 1 && r.K <= r.E, kOp, "K", fmt::format("1..{} (the experts)", r.E), std::to_string(r.K));
-  if (!r.sigmoid_grouped || r.n_group <= 1) return;
-  TC_CHECK_ARG(r.E % r.n_group == 0, kOp, "n_group", fmt::format("a divisor of E = {}", r.E), std::to_string(r.n_group));
-  TC_CHECK_ARG(r.topk_group >= 1 && r.topk_group <= r.n_group && r.topk_group * (r.E / r.n_group) >= r.K, kOp,
-               "topk_group", fmt::format("1..{} groups holding at least K = {} experts", r.n_group, r.K),
-               std::to_string(r.topk_group));
+  check_moe_topk_gate_shape("moe_topk_gate (CPU golden)", r.E, r.K, r.sigmoid_grouped, r.n_group, r.topk_group);
 }
 }  // namespace
+
+void check_moe_topk_gate_shape(const std::string& op, int64_t E, int64_t K, bool sigmoid_grouped, int n_group,
+                               int topk_group) {
+  TC_CHECK_ARG(E >= 1, op, "E", "at least one expert", std::to_string(E));
+  TC_CHECK_ARG(K >= 1 && K <= E, op, "K", fmt::format("1..{} (the experts)", E), std::to_string(K));
+  if (!sigmoid_grouped || n_group <= 1) return;
+  TC_CHECK_ARG(E % n_group == 0, op, "n_group", fmt::format("a divisor of E = {}", E), std::to_string(n_group));
+  TC_CHECK_ARG(topk_group >= 1 && topk_group <= n_group && topk_group * (E / n_group) >= K, op, "topk_group",
+               fmt::format("1..{} groups holding at least K = {} experts", n_group, K), std::to_string(topk_group));
+}
 
 float round_score(float v, int round_to) {
   if (round_to == 1) return conv::f16_to_f32(conv::f32_to_f16(v));

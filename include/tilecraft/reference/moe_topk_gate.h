@@ -3,6 +3,7 @@
 // writes it (softmax or sigmoid, grouped selection, top-k with ties to the
 // smaller index), one token at a time.
 #include <cstdint>
+#include <string>
 
 namespace tilecraft::reference {
 
@@ -21,6 +22,14 @@ struct MoeTopkGateRef {
   // in the activation dtype, softmax/sigmoid output in it too).
   int round_to;
 };
+
+// The shapes the selection needs (a workload can ask for any): E >= 1,
+// 1 <= K <= E, and for grouped selection (n_group > 1) n_group dividing E
+// and topk_group groups holding at least K experts. Else an Error naming
+// `op` and the argument: the golden checks it, and the adapters before
+// generating (a workload that cannot exist, not a failed case).
+void check_moe_topk_gate_shape(const std::string& op, int64_t E, int64_t K, bool sigmoid_grouped, int n_group,
+                               int topk_group);
 
 // v rounded to the score dtype `round_to` names (identity for 0).
 float round_score(float v, int round_to);

@@ -259,6 +259,9 @@ class FusedMoeAdapter final : public OpAdapter {
     } catch (const std::exception&) {
       bad("scale '" + w.params.at("scale") + "' is not a number");
     }
+    if (router)  // the layer's gate: a shape it cannot select from is refused here, not failed in the golden
+      reference::check_moe_topk_gate_shape(fmt::format("{}: workload '{}'", kOp, w.name), E, K, sigmoid,
+                                           int(s("n_group")), int(s("topk_group")));
     CaseData d;
     d.seed = c.seed;
     const float r3 = std::sqrt(3.0f);

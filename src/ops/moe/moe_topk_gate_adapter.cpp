@@ -114,6 +114,10 @@ class MoeTopkGateAdapter final : public OpAdapter {
     const WorkloadSpec& w = *c.workload;
     const int64_t T = w.symbols.at("T"), E = w.symbols.at("E"), K = w.symbols.at("K");
     auto p = params_of(w);
+    // A shape the selection cannot have is refused here, as a workload that
+    // cannot exist, not run into the golden as a failed case.
+    reference::check_moe_topk_gate_shape(fmt::format("{}: workload '{}'", kOp, w.name), E, K,
+                                         p.mode == ops::GateMode::kSigmoidGroupedTopk, p.n_group, p.topk_group);
     CaseData d;
     HostTensor logits(DType::kF32, {T, E});
     fill_uniform(logits.view(), c.seed, kLogits, -4.f, 4.f);
