@@ -132,7 +132,11 @@ TEST(FusedMoeCpu, ArgumentErrorsNameTheArgument) {
     TC_EXPECT_ERROR(ops::fused_moe_options({{"gate_tokens_per_block", 33}}, "--config"),
                     ErrorKind::kInvalidArgument, "--config", "gate_tokens_per_block", "1..32", "33");
     TC_EXPECT_ERROR(ops::fused_moe_options({{"mapping_blocks", -1}}, "--config"), ErrorKind::kInvalidArgument,
-                    "mapping_blocks >= 0", "-1");
+                    "mapping_blocks 0 (choose)", "-1");
+    // (the mapping op's own limit, so a listing or compile refuses it, not only a run)
+    EXPECT_EQ(ops::fused_moe_options({{"mapping_blocks", 1024}}, "--config").mapping_blocks, 1024);
+    TC_EXPECT_ERROR(ops::fused_moe_options({{"mapping_blocks", 1025}}, "--config"), ErrorKind::kInvalidArgument,
+                    "up to 1024 blocks", "1025");
     EXPECT_EQ(ops::fused_moe_options({{"router_split", 0}}, "--config").router_split, 0);
     EXPECT_EQ(ops::fused_moe_options({{"fused_combine", 1}}, "--config").fused_combine, 1);
     EXPECT_EQ(ops::fused_moe_options({}, "--config").fused_combine, -1);

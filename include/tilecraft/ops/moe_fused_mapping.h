@@ -33,6 +33,10 @@ struct MoeFusedMappingParams {
   int blocks = 0;
 };
 
+// The most blocks MoeFusedMappingParams::blocks may ask for (each placing
+// block sums every block's counts per expert).
+constexpr int kMoeFusedMappingMaxBlocks = 1024;
+
 // Blocks the mapping of `slots` (T*K) slots runs on for `blocks` as in
 // MoeFusedMappingParams (0: one block below 8192 slots, else one per 1024
 // slots, at most one per SM; sm_count 0 = unknown, taken as 132).

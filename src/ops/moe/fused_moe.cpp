@@ -350,7 +350,8 @@ struct LayerKey {
 
 const std::vector<LayerKey>& layer_keys() {
   static const std::vector<LayerKey> keys = {
-      {"mapping_blocks", &FusedMoeOptions::mapping_blocks, 0, INT_MAX, 1, "mapping_blocks >= 0 (0 = choose)"},
+      {"mapping_blocks", &FusedMoeOptions::mapping_blocks, 0, kMoeFusedMappingMaxBlocks, 1,
+       fmt::format("mapping_blocks 0 (choose), 1 (one block) or up to {} blocks", kMoeFusedMappingMaxBlocks)},
       {"gate_tokens_per_block", &FusedMoeOptions::gate_tokens_per_block, 0, kMoeTopkGateMappingMaxTokensPerBlock, 1,
        fmt::format("gate_tokens_per_block 0 (choose) or 1..{}", kMoeTopkGateMappingMaxTokensPerBlock)},
       {"decode", &FusedMoeOptions::decode, -1, 1, 1, "decode 0 (mapped path), 1 (decode path) or -1 (choose)"},

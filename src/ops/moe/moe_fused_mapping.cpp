@@ -22,7 +22,7 @@ constexpr int kMaxExperts = 1024;  // per-warp counters in shared memory: 32 * E
 constexpr int kThreads = 1024;     // tc::moe::kMappingThreads
 constexpr int kWarps = 32;
 static_assert(kMoeTopkGateMappingMaxTokensPerBlock == kWarps, "the fused launch selects a token per warp");
-constexpr int kMaxBlocks = 1024;          // each placing block sums every block's counts per expert
+constexpr int kMaxBlocks = kMoeFusedMappingMaxBlocks;
 constexpr int64_t kBlocksFrom = 8192;     // slots from which the choice spreads the work
 constexpr int64_t kSlotsPerBlock = 1024;  // one per thread
 // The gate's registers at 1024 threads a block fit 64 without spills up to
