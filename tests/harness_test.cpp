@@ -296,6 +296,9 @@ TEST(Reports, PerformanceReportComparesScopes) {
   EXPECT_EQ(vs_suffix(0, 1), "@vs");
   EXPECT_EQ(vs_suffix(0, 3), "@vs1");
   EXPECT_EQ(vs_suffix(2, 3), "@vs3");
+  EXPECT_TRUE(vs_sides_verified(nlohmann::json::object()));  // no other side
+  EXPECT_TRUE(vs_sides_verified({{"vs_sides", {{{"verified", true}}, {{"verified", true}}}}}));
+  EXPECT_FALSE(vs_sides_verified({{"vs_sides", {{{"verified", true}}, {{"verified", false}}}}}));
   r["scopes"].push_back(main_b);  // the report gives such a line three decimals
   EXPECT_NE(performance_report(EnvInfo{}, nullptr, {r}, "").find("| | main@vs | 97.00 | - | - | - | 0.970x main |"),
             std::string::npos);

@@ -31,13 +31,6 @@ using harness::Records;
 
 namespace {
 
-// A bench record one of whose other A/B sides gave a wrong result.
-bool vs_wrong(const nlohmann::json& r) {
-  for (const nlohmann::json& v : r.value("vs_sides", nlohmann::json::array()))
-    if (!v.value("verified", false)) return true;
-  return false;
-}
-
 // Console output, optionally copied to a log file (logs/raw/<op>.log).
 struct Console {
   std::ofstream file;
@@ -208,8 +201,7 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
     {
       rt::Stream s;
       jit::KernelSpec spec{"harness/bandwidth.cuh", "tc::harness::empty_kernel", {}, "empty"};
-      const jit::CompileOptions defaults;
-      const auto& k = jit::get_kernel(spec, defaults, 0);
+      const auto& k = jit::get_kernel(spec, 0);
       std::vector<char> p(64, 0);
       ctx.bare_launch_host_us = harness::host_us_per_call([&] { jit::launch(k, 1, 1, 32, 0, s.get(), p.data()); }, s.get());
     }
@@ -239,7 +231,7 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
                            r["case_id"].get<std::string>(), r["backend"].get<std::string>(), shape_summary(r),
                            t["median_us"].get<double>(), t["p90_us"].get<double>(), r["gbps"].get<double>(), frac,
                            r["verified"].get<bool>() ? "" : " WRONG RESULT",
-                           vs_wrong(r) ? " WRONG RESULT in a vs run" : ""));
+                           harness::vs_sides_verified(r) ? "" : " WRONG RESULT in a vs run"));
       for (const nlohmann::json& v : r.value("vs_sides", nlohmann::json::array()))  // what the NAME@vs lines ran
         con.line(fmt::format("    {}: {}{}", v.value("suffix", std::string()).substr(1),
                              v.contains("kernel_dir")

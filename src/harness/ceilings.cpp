@@ -20,12 +20,6 @@ nlohmann::json Ceilings::to_json() const {
 }
 
 namespace {
-
-// Default compile options, named: g++ 13 warns of a reference returned by
-// jit::get_kernel when an argument is a temporary (the kernel cache's
-// entries outlive the call).
-const jit::CompileOptions kDefaultCompile{};
-
 fs::path cache_file(int device) {
   rt::DeviceInfo d = rt::device_info(device);
   std::string name = d.name + "-" + std::to_string(d.sm_count) + "sm-drv" + std::to_string(d.driver_version);
@@ -41,7 +35,7 @@ double stream_gbps(const char* fn, std::vector<std::string> targs, size_t bytes,
   DeviceTensor dst;
   if (copy) dst = DeviceTensor(DType::kI32, {int64_t(bytes / 4)}, device);
   jit::KernelSpec spec{"harness/bandwidth.cuh", fn, targs, fn};
-  const auto& k = jit::get_kernel(spec, kDefaultCompile, device);
+  const auto& k = jit::get_kernel(spec, device);
   tc::harness::StreamParams p{src.data(), copy ? dst.data() : nullptr, bytes / 16, static_cast<unsigned*>(sink.data())};
   const unsigned grid = unsigned(rt::device_info(device).sm_count * 4);
   TimingSettings s;
@@ -72,7 +66,7 @@ double memcpy_gbps(size_t bytes, int device) {
 double empty_launch_us(int device, const TimingSettings& s, L2Flusher* flusher) {
   rt::Stream stream;
   jit::KernelSpec spec{"harness/bandwidth.cuh", "tc::harness::empty_kernel", {}, "empty"};
-  const auto& k = jit::get_kernel(spec, kDefaultCompile, device);
+  const auto& k = jit::get_kernel(spec, device);
   tc::harness::StreamParams p{};
   return time_cuda([&](CUstream st) { jit::launch(k, 1, 1, 32, 0, st, &p); }, stream.get(), s, flusher).median * 1e3;
 }
@@ -84,7 +78,7 @@ double same_size_copy_us(double bytes, int device, const TimingSettings& s, L2Fl
   src.fill_bytes(0x3c);
   rt::Stream stream;
   jit::KernelSpec spec{"harness/bandwidth.cuh", "tc::harness::copy_kernel", {"4"}, "copy"};
-  const auto& k = jit::get_kernel(spec, kDefaultCompile, device);
+  const auto& k = jit::get_kernel(spec, device);
   tc::harness::StreamParams p{src.data(), dst.data(), words, static_cast<unsigned*>(sink.data())};
   const unsigned grid = unsigned(std::min<size_t>(size_t(rt::device_info(device).sm_count) * 4, (words + 511) / 512));
   return time_cuda([&](CUstream st) { jit::launch(k, grid, 1, 512, 0, st, &p); }, stream.get(), s, flusher).median *

@@ -41,8 +41,7 @@ void fill_uniform_device(const TensorView& t, uint64_t seed, uint64_t stream_id,
   if (t.numel() == 0) return;
   jit::KernelSpec spec{"harness/random.cuh", "tc::harness::fill_uniform_kernel", {dtype_kernel_type(t.dtype)},
                        std::string("fill ") + dtype_name(t.dtype)};
-  const jit::CompileOptions defaults;
-  const auto& k = jit::get_kernel(spec, defaults, t.device.index);
+  const auto& k = jit::get_kernel(spec, t.device.index);
   tc::harness::FillParams p{t.data, (unsigned long long)t.numel(), seed, stream_id, lo, hi - lo};
   unsigned grid = unsigned(std::min<int64_t>((t.numel() + 255) / 256, 4096));
   jit::launch(k, grid, 1, 256, 0, stream, &p);

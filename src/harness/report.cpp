@@ -137,6 +137,12 @@ std::string scope_vs_text(const nlohmann::json& record, const nlohmann::json& sc
 
 std::string vs_suffix(size_t i, size_t n) { return n == 1 ? kVsConfigSuffix : kVsConfigSuffix + std::to_string(i + 1); }
 
+bool vs_sides_verified(const nlohmann::json& record) {
+  if (!record.contains("vs_sides")) return true;
+  const nlohmann::json& sides = record["vs_sides"];
+  return std::all_of(sides.begin(), sides.end(), [](const nlohmann::json& v) { return v.value("verified", false); });
+}
+
 bool is_vs_config_scope(const nlohmann::json& scope) {
   const std::string name = scope.value("name", "");
   const std::string suffix = kVsConfigSuffix;

@@ -585,10 +585,7 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
         r["bound_rule"] = fmt::format("intensity {:.3f} flop/B >= ridge {:.1f} flop/B", intensity, ridge);
       }
     }
-    bool b_ok = true;
-    for (const nlohmann::json& v : r.value("vs_sides", nlohmann::json::array()))
-      b_ok = b_ok && v.value("verified", false);
-    r["status"] = r["verified"].get<bool>() && b_ok ? "ok" : "wrong result";
+    r["status"] = r["verified"].get<bool>() && vs_sides_verified(r) ? "ok" : "wrong result";
   } catch (const Error& e) {
     r["status"] = "error";
     r["error"] = e.what();

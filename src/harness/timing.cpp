@@ -60,7 +60,7 @@ void L2Flusher::flush(CUstream stream, const std::string& mode) {
   const unsigned grid = unsigned(rt::device_info(dev).sm_count * 4);
   tc::harness::StreamParams p{buf_.data(), nullptr, buf_.nbytes() / 16, static_cast<unsigned*>(sink_.data())};
   const auto pass = [&](const jit::KernelSpec& spec) {
-    jit::launch(jit::get_kernel(spec, {}, dev), grid, 1, 512, 0, stream, &p);
+    jit::launch(jit::get_kernel(spec, dev), grid, 1, 512, 0, stream, &p);
   };
   if (mode == "plain") {  // one normal-priority read: lines marked evict_last survive it
     static const jit::KernelSpec plain{"harness/bandwidth.cuh", "tc::harness::read_kernel", {"4"}, "l2 flush read"};

@@ -165,6 +165,11 @@ std::shared_ptr<const CompiledKernel> compile(const KernelSpec& spec, const Comp
   return s.compiled.emplace(memo, ptr).first->second;
 }
 
+const Launchable& get_kernel(const KernelSpec& spec, int device) {
+  static const CompileOptions defaults{};
+  return get_kernel(spec, defaults, device);
+}
+
 const Launchable& get_kernel(const KernelSpec& spec, const CompileOptions& options, int device) {
   rt::ensure_context(device);
   const std::string arch = rt::device_info(device).arch();

@@ -29,6 +29,9 @@ double scope_vs_ratio(const nlohmann::json& record, const nlohmann::json& scope)
 constexpr const char* kVsConfigSuffix = "@vs";
 std::string vs_suffix(size_t i, size_t n);
 bool is_vs_config_scope(const nlohmann::json& scope);
+// Whether every other A/B side of a bench record (its "vs_sides") verified
+// (true without any).
+bool vs_sides_verified(const nlohmann::json& record);
 // scope_vs_ratio as text, "1.07x cublas_per_expert" (three decimals for a
 // --vs-config / --vs-kernels line, an A/B in one process), or "" without one.
 std::string scope_vs_text(const nlohmann::json& record, const nlohmann::json& scope);

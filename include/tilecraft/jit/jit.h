@@ -72,6 +72,10 @@ std::shared_ptr<const CompiledKernel> compile(const KernelSpec& spec, const Comp
 // Compiles for the device's arch and loads it into the device's primary context.
 // The returned reference stays valid for the life of the process.
 const Launchable& get_kernel(const KernelSpec& spec, const CompileOptions& options, int device = 0);
+// The same with default compile options (the harness's own kernels). Callers
+// pass no temporary, so g++ 13's -Wdangling-reference has nothing to flag on
+// the returned reference.
+const Launchable& get_kernel(const KernelSpec& spec, int device);
 
 // Launches with a single by-value parameter struct (every tilecraft kernel
 // takes exactly one `Params` argument). cluster_x > 1: thread-block clusters
