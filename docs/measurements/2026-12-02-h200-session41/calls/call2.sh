@@ -6,7 +6,7 @@
 # Mixtral T=256 (64 rows per expert, 64-row tiles) against 128-row tiles.
 export O=$OUT; mkdir -p $O/l; export OUT=$O/l
 B=build-werror; G="--warmup 2 --repeat 10 --trials 1"
-cmake --build $B -j16 > $OUT/build.log 2>&1; echo "build rc=$?"
+if [ -d $B ]; then cmake --build $B -j16; else make build BUILD_DIR=$B; fi > $OUT/build.log 2>&1; echo "build rc=$?"
 timeout 200 $B/tilecraft bench --op fused_moe --workload mixtral-8x7b-T512 $G \
   --vs-config block_m=64 --vs-config half_skip=1 --vs-config down_block_n=128 > $OUT/mixtral512.log 2>&1; echo "T512 rc=$?"
 timeout 120 $B/tilecraft bench --op fused_moe --workload mixtral-8x7b-T256 $G \
