@@ -33,10 +33,12 @@ TEST(MoeGroupedGemmCpu, TileHeightHeuristic) {
   EXPECT_EQ(ops::moe_grouped_gemm_block_m(16), 32);
   EXPECT_EQ(ops::moe_grouped_gemm_block_m(64), 64);
   EXPECT_EQ(ops::moe_grouped_gemm_block_m(1000), 128);
-  // With the warp-specialised kernel: 64-row tiles from 9 to 64 rows.
+  // With the warp-specialised kernel: 64-row tiles from 9 rows until experts spill past 64.
   EXPECT_EQ(ops::moe_grouped_gemm_block_m(8, true), 16);
   EXPECT_EQ(ops::moe_grouped_gemm_block_m(8.5, true), 64);
-  EXPECT_EQ(ops::moe_grouped_gemm_block_m(64, true), 64);
+  EXPECT_EQ(ops::moe_grouped_gemm_block_m(48, true), 64);
+  EXPECT_EQ(ops::moe_grouped_gemm_block_m(50, true), 128);  // 50 + 2 * sqrt(50) > 64: experts spill a 64-row tile
+  EXPECT_EQ(ops::moe_grouped_gemm_block_m(64, true), 128);
   EXPECT_EQ(ops::moe_grouped_gemm_block_m(65, true), 128);
 }
 

@@ -1,6 +1,7 @@
 #include "tilecraft/ops/moe_grouped_gemm.h"
 
 #include <algorithm>
+#include <cmath>
 #include <climits>
 #include <cstring>
 #include <iterator>
@@ -309,8 +310,16 @@ int moe_grouped_gemm_block_m(double rows_per_expert, bool wgmma) {
   // Qwen3-30B T=512 (32) 431 -> 349 us, DeepSeek-V3 T=512 (16) 5.70 -> 5.41
   // ms, Qwen3-30B T=256 (16) 356 -> 341 us; at 8 rows and fewer it tied or
   // lost (DeepSeek-V3 T=256 5.30 both, T=64 4.65 -> 4.68 ms).
+  // Above 8 rows the wgmma tile is 64 rows only while an expert's rows
+  // rarely spill past 64 (mean + 2 standard deviations of a uniform
+  // routing's count, ~sqrt(mean)): an expert that spills takes a second
+  // 64-row tile that re-reads its weights, and at a mean of 64 rows half the
+  // experts do. H200, session 41, kernel_only with 128-row tiles over 64-row
+  // (one process each): at 64 rows per expert Mixtral 0.845x, Qwen3-30B
+  // 0.912x, Qwen3-235B 0.871x, DeepSeek-V3 0.805x; at 48 rows Mixtral 1.013x,
+  // Qwen3-30B 1.042x, DeepSeek-V3 0.998x; at 32 Mixtral 1.027x.
   if (rows_per_expert <= 8) return 16;
-  if (wgmma && rows_per_expert <= 64) return 64;
+  if (wgmma) return rows_per_expert + 2.0 * std::sqrt(rows_per_expert) <= 64.0 ? 64 : 128;
   if (rows_per_expert <= 24) return 32;
   if (rows_per_expert <= 64) return 64;
   return 128;
