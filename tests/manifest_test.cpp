@@ -53,6 +53,29 @@ TEST(Manifest, BuiltinLoadsWithTheTileKernelsMatrix) {
   EXPECT_TRUE(w->has_tag("smoke"));
 }
 
+// --shape runs beside --workload / --tag (shapes alone run just themselves),
+// and a --workload that names nothing is an error even beside a shape.
+TEST(Manifest, ShapesRunBesideTheSelectedWorkloads) {
+  Manifest m = Manifest::load();
+  Selection s;
+  s.op = "fused_moe";
+  s.workload = "odd-h-i";
+  s.shapes = {"T=5,H=64,I=32,E=4,K=2,dtype=bf16"};
+  std::deque<WorkloadSpec> storage;
+  auto cases = select_cases(m, s, storage);
+  ASSERT_EQ(cases.size(), 2u);
+  EXPECT_EQ(cases[0].workload->name, "odd-h-i");
+  EXPECT_EQ(cases[1].workload->name.rfind("shape:", 0), 0u);
+  s.workload.clear();
+  EXPECT_EQ(select_cases(m, s, storage).size(), 1u);  // no default-tagged smoke cases
+  s.workload = "odd-h-j";
+  TC_EXPECT_ERROR(select_cases(m, s, storage), ErrorKind::kInvalidArgument, "--workload", "'odd-h-j'",
+                  "op 'fused_moe'");
+  s.workload.clear();
+  s.tag = "race";
+  EXPECT_EQ(select_cases(m, s, storage).size(), 5u);  // four race cases and the shape
+}
+
 TEST(Manifest, ErrorsNameFileOpAndField) {
   std::string dir = test::temp_dir("manifest");
   std::string p = write(dir, "bad_key.yaml", kMiniOp);

@@ -292,7 +292,13 @@ double host_us_per_call(const std::function<void()>& call, CUstream stream, doub
 
 std::vector<Case> select_cases(const Manifest& m, const Selection& s, std::deque<WorkloadSpec>& storage) {
   std::vector<Case> out;
-  bool op_found = s.op.empty();
+  if (!s.shapes.empty() && s.op.empty() && m.ops().size() > 1)
+    throw_arg_error(ErrorKind::kInvalidArgument, "select", "--shape", "--op to say which op the shape is for",
+                    "no --op");
+  bool op_found = s.op.empty(), workload_found = false;
+  // --shape adds ad-hoc workloads beside what --workload / --tag select;
+  // shapes alone run just themselves (no default-tagged workloads).
+  const bool from_manifest = s.shapes.empty() || !s.workload.empty() || !s.tag.empty();
   for (const OpSpec& op : m.ops()) {
     if (!s.op.empty() && op.name != s.op) continue;
     op_found = true;
@@ -301,14 +307,10 @@ std::vector<Case> select_cases(const Manifest& m, const Selection& s, std::deque
       continue;
     }
     std::vector<const WorkloadSpec*> ws;
-    if (!s.shapes.empty()) {
-      for (auto& text : s.shapes) {
-        storage.push_back(parse_shape_workload(op, text));
-        ws.push_back(&storage.back());
-      }
-    } else {
+    if (from_manifest)
       for (auto& w : op.workloads) {
         if (!s.workload.empty() && w.name != s.workload) continue;
+        workload_found = true;
         bool tagged = false;
         if (!s.tag.empty()) tagged = w.has_tag(s.tag);
         else if (!s.workload.empty()) tagged = true;
@@ -316,6 +318,9 @@ std::vector<Case> select_cases(const Manifest& m, const Selection& s, std::deque
           for (auto& t : op.default_tags) tagged |= w.has_tag(t);
         if (tagged) ws.push_back(&w);
       }
+    for (auto& text : s.shapes) {
+      storage.push_back(parse_shape_workload(op, text));
+      ws.push_back(&storage.back());
     }
     for (const WorkloadSpec* w : ws)
       for (auto& v : op.variants) {
@@ -330,9 +335,12 @@ std::vector<Case> select_cases(const Manifest& m, const Selection& s, std::deque
     for (auto& o : m.ops()) known += (known.empty() ? "" : ", ") + o.name;
     throw_arg_error(ErrorKind::kInvalidArgument, "select", "--op", "one of: " + known, "'" + s.op + "'");
   }
-  if (!s.shapes.empty() && s.op.empty() && m.ops().size() > 1)
-    throw_arg_error(ErrorKind::kInvalidArgument, "select", "--shape", "--op to say which op the shape is for",
-                    "no --op");
+  // A misspelt --workload beside --shape would otherwise run the shapes alone.
+  if (!s.workload.empty() && !workload_found)
+    throw_arg_error(ErrorKind::kInvalidArgument, "select", "--workload",
+                    "a workload of " + (s.op.empty() ? std::string("an op") : "op '" + s.op + "'") +
+                        " (tilecraft list shows them)",
+                    "'" + s.workload + "'");
   if (out.empty())
     throw Error(ErrorKind::kInvalidArgument,
                 fmt::format("select: no case matches --op '{}' --variant '{}' --workload '{}' --tag '{}'", s.op,
