@@ -277,6 +277,36 @@ TEST(Cli, DegenerateRoutingShapesFailCleanly) {
   }
 }
 
+// Shapes an op's own validator refuses at run time (not the routing's, which
+// are refused before generation) end as REFUSED cases and exit 2, beside
+// cases that pass; the message names op and argument. Failures exit 1.
+TEST(Cli, ShapesAnOpRefusesExit2) {
+  struct Case {
+    const char* op;
+    const char* shape;
+    const char* want;
+  };
+  for (const Case& c :
+       {Case{"moe_grouped_gemm", "T=8,topk=2,E=4,N=0,K=64,dtype=bf16", "moe_grouped_gemm: argument 'out'"},
+        Case{"moe_grouped_gemm", "T=8,topk=2,E=4,N=32,K=64,block_m=3,dtype=bf16", "argument 'tile_expert'"},
+        Case{"moe_fused_mapping", "T=8,K=2,E=4,block_m=0", "moe_fused_mapping: argument 'block_m'"},
+        Case{"fused_moe", "T=3,K=2,H=0,I=32,E=8,dtype=bf16", "fused_moe: argument 'x'"},
+        Case{"fused_moe", "T=3,K=2,H=64,I=32,E=8,n_group=0,mode=sigmoid_grouped_topk,routing=uniform,dtype=bf16",
+             "fused_moe: argument 'n_group'"}}) {
+    auto r = run(std::string("test --op ") + c.op + " --shape '" + c.shape + "' --backend cpu");
+    EXPECT_EQ(r.rc, 2) << c.shape << ": " << r.out;
+    EXPECT_NE(r.out.find(" REFUSED "), std::string::npos) << c.shape << ": " << r.out;
+    EXPECT_NE(r.out.find(c.want), std::string::npos) << c.shape << ": " << r.out;
+    EXPECT_NE(r.out.find(" refused (arguments an op does not take)"), std::string::npos) << r.out;
+  }
+  // Beside a case that passes: still 2, and the good case ran.
+  auto r =
+      run("test --op fused_moe --shape 'T=3,K=2,H=64,I=32,E=8,dtype=bf16' --shape 'T=3,K=2,H=0,I=32,E=8,dtype=bf16' "
+          "--backend cpu");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("1 passed, 0 failed, 1 refused"), std::string::npos) << r.out;
+}
+
 TEST(Cli, ListEnvInspect) {
   auto r = run("list");
   EXPECT_EQ(r.rc, 0);

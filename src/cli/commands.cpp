@@ -144,26 +144,47 @@ void precompile_for_gpu(const std::vector<Case>& cases, DeviceType backend, cons
   if (s > 1.0) con.line(fmt::format("compiled {} kernels in {:.1f} s", items.size(), s));
 }
 
+// A case whose shape or option an op refused (record "refused") is the
+// user's argument, not a failure.
+bool refused(const nlohmann::json& r) { return r.value("refused", false); }
+
+// The exit status of test, bench and run (over its test records): 1 if a
+// case failed, else 2 if an op refused a case's arguments, else 0.
+int exit_status(const Records& recs) {
+  bool any_refused = false;
+  for (auto& r : recs) {
+    const std::string st = r.value("status", "");
+    if (st == "ok" || st == "pass") continue;
+    if (!refused(r)) return 1;
+    any_refused = true;
+  }
+  return any_refused ? 2 : 0;
+}
+
 Records test_cases(const std::vector<Case>& cases, DeviceType backend, const Options& o, const harness::EnvInfo& env,
-                   Console& con, int& failed) {
+                   Console& con) {
   Records recs;
   Progress p{cases.size()};
-  int passed = 0;
-  failed = 0;
+  int passed = 0, failed = 0, refusals = 0;
   auto ro = o.run_options(true);
   for (size_t i = 0; i < cases.size(); ++i) {
     nlohmann::json r = harness::run_correctness(cases[i], backend, ro, env);
     r["kind"] = "correctness";
-    bool ok = r["status"] == "pass";
-    (ok ? passed : failed)++;
+    const bool ok = r["status"] == "pass", no = !ok && refused(r);
+    ++(ok ? passed : no ? refusals : failed);
     std::string detail = ok ? fmt::format("{} elements, max abs err {:.3g}", r.value("num_elements", 0),
                                           r.value("max_abs_err", 0.0))
                             : r.value("error", std::string("failed"));
-    con.line(fmt::format("{} {:<4} {} [{}] {} seed={} {}", p.prefix(i), ok ? "PASS" : "FAIL", r["case_id"].get<std::string>(),
-                         r["backend"].get<std::string>(), shape_summary(r), r["seed"].get<uint64_t>(), detail));
+    con.line(fmt::format("{} {:<4} {} [{}] {} seed={} {}", p.prefix(i),
+                         ok   ? "PASS"
+                         : no ? "REFUSED"
+                              : "FAIL",
+                         r["case_id"].get<std::string>(), r["backend"].get<std::string>(), shape_summary(r),
+                         r["seed"].get<uint64_t>(), detail));
     recs.push_back(std::move(r));
   }
-  con.line(fmt::format("{} passed, {} failed", passed, failed));
+  con.line(fmt::format("{} passed, {} failed", passed, failed) +
+           (refusals ? fmt::format(", {} refused (arguments an op does not take)", refusals) : ""));
   return recs;
 }
 
@@ -215,7 +236,8 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
     nlohmann::json r = harness::run_bench(cases[i], backend, ro, ctx, env);
     r["kind"] = "bench";
     if (r["status"] == "error") {
-      con.line(fmt::format("{} ERROR {} {}", p.prefix(i), r["case_id"].get<std::string>(), r["error"].get<std::string>()));
+      con.line(fmt::format("{} {} {} {}", p.prefix(i), refused(r) ? "REFUSED" : "ERROR",
+                           r["case_id"].get<std::string>(), r["error"].get<std::string>()));
     } else {
       auto t = r["timing"];
       std::string frac = r.contains("frac_copy_bw")
@@ -353,20 +375,15 @@ struct Session {
 
 int cmd_test(const Options& o) {
   Session s(o, "testing");
-  int failed = 0;
   precompile_for_gpu(s.sel->cases, s.backend, o, s.con);
-  test_cases(s.sel->cases, s.backend, o, s.env, s.con, failed);
-  return failed ? 1 : 0;
+  return exit_status(test_cases(s.sel->cases, s.backend, o, s.env, s.con));
 }
 
 int cmd_bench(const Options& o) {
   Session s(o, "timing");
   std::optional<harness::Ceilings> ceilings;
   precompile_for_gpu(s.sel->cases, s.backend, o, s.con);
-  auto recs = bench_cases(s.sel->cases, s.backend, o, s.env, o.timing(), s.con, ceilings);
-  for (auto& r : recs)
-    if (r["status"] != "ok") return 1;
-  return 0;
+  return exit_status(bench_cases(s.sel->cases, s.backend, o, s.env, o.timing(), s.con, ceilings));
 }
 
 int cmd_inspect(const Options& o) {
@@ -468,8 +485,8 @@ int cmd_run(const Options& o) {
   for (auto& c : sel->cases) by_op[c.op->name].push_back(c);
   Records all_compile, all_test, all_bench;
   std::optional<harness::Ceilings> ceilings;
-  const std::string arch = env.has_gpu && o.arch.empty() ? rt::device_info(0).arch() : (o.arch.empty() ? "sm_90a" : o.arch);
-  int failures = 0;
+  const std::string arch =
+      env.has_gpu && o.arch.empty() ? rt::device_info(0).arch() : (o.arch.empty() ? "sm_90a" : o.arch);
   for (auto& [op, cases] : by_op) {
     Console con;
     con.file.open(out / "logs" / "raw" / (op + ".log"));
@@ -481,9 +498,7 @@ int cmd_run(const Options& o) {
     co.arch = arch;
     Records comp = compile_cases(cases, co, arch, con);
     con.line(fmt::format("== test [{}]", backend == DeviceType::kCUDA ? "cuda" : "cpu"));
-    int failed = 0;
-    Records test = test_cases(cases, backend, o, env, con, failed);
-    failures += failed;
+    Records test = test_cases(cases, backend, o, env, con);
     con.line(fmt::format("== bench [{}]", backend == DeviceType::kCUDA ? "cuda" : "cpu"));
     Records bench = bench_cases(cases, backend, o, env, timing, con, ceilings);
     Records op_all;
@@ -501,7 +516,7 @@ int cmd_run(const Options& o) {
       << harness::design_report(sel->manifest, all_bench, all_compile);
   std::cout << fmt::format("results written to {} (logs/raw, logs/json, logs/csv, reports/)\n", out.string());
   if (!note.empty()) std::cout << "NOTE: " << note << "\n";
-  return failures ? 1 : 0;
+  return exit_status(all_test);  // (the reports carry compile and bench errors)
 }
 
 }  // namespace tilecraft::cli

@@ -348,6 +348,17 @@ std::vector<Case> select_cases(const Manifest& m, const Selection& s, std::deque
   return out;
 }
 
+namespace {
+void record_error(nlohmann::json& r, const Error& e) {
+  r["status"] = "error";
+  r["error"] = e.what();
+  // An op's validator (or a config key) refused what the case asked for: the
+  // user's shape or option, not a wrong result. The CLI exits 2 for these
+  // (as for any argument it refuses up front) and 1 for failures.
+  r["refused"] = e.kind() == ErrorKind::kInvalidArgument || e.kind() == ErrorKind::kType;
+}
+}  // namespace
+
 nlohmann::json run_correctness(const Case& c, DeviceType backend, const RunOptions& o, const EnvInfo& env) {
   const OpAdapter& a = adapter_for(c.op->name);
   auto t0 = std::chrono::steady_clock::now();
@@ -388,8 +399,7 @@ nlohmann::json run_correctness(const Case& c, DeviceType backend, const RunOptio
                                 : fmt::format("{} element(s) differ from the golden", r["num_failed"].get<int64_t>());
     }
   } catch (const Error& e) {
-    r["status"] = "error";
-    r["error"] = e.what();
+    record_error(r, e);
   }
   r["elapsed_ms"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return r;
@@ -595,8 +605,7 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
     }
     r["status"] = r["verified"].get<bool>() && vs_sides_verified(r) ? "ok" : "wrong result";
   } catch (const Error& e) {
-    r["status"] = "error";
-    r["error"] = e.what();
+    record_error(r, e);
   }
   return r;
 }
