@@ -126,7 +126,8 @@ void add_filter_flags(CLI::App* app, Options& o) {
   app->add_option("--variant", o.variant, "Variant name");
   app->add_option("--workload", o.workload, "Workload name");
   app->add_option("--tag", o.tag, "Workload tag (default: each op's default tags)");
-  app->add_option("--shape", o.shapes, "Ad-hoc workload, e.g. 'T=777,K=6,H=5120,dtype=bf16' (beside --workload / --tag, or alone)");
+  app->add_option("--shape", o.shapes,
+                  "Ad-hoc workload, e.g. 'T=777,K=6,H=5120,dtype=bf16' (beside --workload / --tag, or alone)");
   app->add_option("--random", o.random,
                   "N seeded random workloads of --op beside any --shape: shapes, dtypes, layouts and routings no "
                   "manifest entry names (the draw follows --seed; each case's name is the --shape that repeats it)");

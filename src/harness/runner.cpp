@@ -337,10 +337,10 @@ std::vector<Case> select_cases(const Manifest& m, const Selection& s, std::deque
   }
   // A misspelt --workload beside --shape would otherwise run the shapes alone.
   if (!s.workload.empty() && !workload_found)
-    throw_arg_error(ErrorKind::kInvalidArgument, "select", "--workload",
-                    "a workload of " + (s.op.empty() ? std::string("an op") : "op '" + s.op + "'") +
-                        " (tilecraft list shows them)",
-                    "'" + s.workload + "'");
+    throw_arg_error(
+        ErrorKind::kInvalidArgument, "select", "--workload",
+        "a workload of " + (s.op.empty() ? std::string("an op") : "op '" + s.op + "'") + " (tilecraft list shows them)",
+        "'" + s.workload + "'");
   if (out.empty())
     throw Error(ErrorKind::kInvalidArgument,
                 fmt::format("select: no case matches --op '{}' --variant '{}' --workload '{}' --tag '{}'", s.op,

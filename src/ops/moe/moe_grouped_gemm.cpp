@@ -1,8 +1,8 @@
 #include "tilecraft/ops/moe_grouped_gemm.h"
 
 #include <algorithm>
-#include <cmath>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <iterator>
 #include <optional>
