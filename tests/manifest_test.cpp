@@ -54,7 +54,7 @@ TEST(Manifest, BuiltinLoadsWithTheTileKernelsMatrix) {
 }
 
 // --shape runs beside --workload / --tag (shapes alone run just themselves),
-// and a --workload that names nothing is an error even beside a shape.
+// and a --workload or --tag that names nothing is an error even beside a shape.
 TEST(Manifest, ShapesRunBesideTheSelectedWorkloads) {
   Manifest m = Manifest::load();
   Selection s;
@@ -74,6 +74,8 @@ TEST(Manifest, ShapesRunBesideTheSelectedWorkloads) {
   s.workload.clear();
   s.tag = "race";
   EXPECT_EQ(select_cases(m, s, storage).size(), 5u);  // four race cases and the shape
+  s.tag = "rcae";
+  TC_EXPECT_ERROR(select_cases(m, s, storage), ErrorKind::kInvalidArgument, "--tag", "'rcae'");
 }
 
 TEST(Manifest, ErrorsNameFileOpAndField) {

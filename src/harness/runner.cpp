@@ -295,7 +295,7 @@ std::vector<Case> select_cases(const Manifest& m, const Selection& s, std::deque
   if (!s.shapes.empty() && s.op.empty() && m.ops().size() > 1)
     throw_arg_error(ErrorKind::kInvalidArgument, "select", "--shape", "--op to say which op the shape is for",
                     "no --op");
-  bool op_found = s.op.empty(), workload_found = false;
+  bool op_found = s.op.empty(), workload_found = false, tag_found = false;
   // --shape adds ad-hoc workloads beside what --workload / --tag select;
   // shapes alone run just themselves (no default-tagged workloads).
   const bool from_manifest = s.shapes.empty() || !s.workload.empty() || !s.tag.empty();
@@ -312,7 +312,7 @@ std::vector<Case> select_cases(const Manifest& m, const Selection& s, std::deque
         if (!s.workload.empty() && w.name != s.workload) continue;
         workload_found = true;
         bool tagged = false;
-        if (!s.tag.empty()) tagged = w.has_tag(s.tag);
+        if (!s.tag.empty()) tag_found |= tagged = w.has_tag(s.tag);
         else if (!s.workload.empty()) tagged = true;
         else
           for (auto& t : op.default_tags) tagged |= w.has_tag(t);
@@ -335,12 +335,17 @@ std::vector<Case> select_cases(const Manifest& m, const Selection& s, std::deque
     for (auto& o : m.ops()) known += (known.empty() ? "" : ", ") + o.name;
     throw_arg_error(ErrorKind::kInvalidArgument, "select", "--op", "one of: " + known, "'" + s.op + "'");
   }
-  // A misspelt --workload beside --shape would otherwise run the shapes alone.
+  // A misspelt --workload or --tag beside --shape would otherwise run the shapes alone.
   if (!s.workload.empty() && !workload_found)
     throw_arg_error(
         ErrorKind::kInvalidArgument, "select", "--workload",
         "a workload of " + (s.op.empty() ? std::string("an op") : "op '" + s.op + "'") + " (tilecraft list shows them)",
         "'" + s.workload + "'");
+  if (!s.tag.empty() && s.workload.empty() && !tag_found)
+    throw_arg_error(ErrorKind::kInvalidArgument, "select", "--tag",
+                    "a tag of " + (s.op.empty() ? std::string("some workload") : "a workload of op '" + s.op + "'") +
+                        " (tilecraft list shows them)",
+                    "'" + s.tag + "'");
   if (out.empty())
     throw Error(ErrorKind::kInvalidArgument,
                 fmt::format("select: no case matches --op '{}' --variant '{}' --workload '{}' --tag '{}'", s.op,
