@@ -369,6 +369,9 @@ struct Session {
       : backend(resolve_backend(o)), sel(select(o, o.selection())), env(harness::capture_env()) {
     if (backend == DeviceType::kCPU && o.backend.empty())
       con.line(fmt::format("note: no CUDA device ({}); {} the CPU backend", env.no_gpu_reason, doing));
+    if (backend == DeviceType::kCPU && !o.config.empty())  // (a PASS here says nothing of those kernels)
+      con.line("note: --config sets GPU kernel configs; the CPU backend checks its keys, not its values, and runs "
+               "no kernel");
   }
 };
 }  // namespace
