@@ -251,54 +251,51 @@ TEST(Cli, TestAdHocShapeOnCpu) {
   EXPECT_NE(r.out.find("8 passed, 0 failed"), std::string::npos) << r.out;
 }
 
+namespace {
+// An ad-hoc shape of `op` refused with exit 2, the output naming `want` and
+// the `marks` each form of refusal prints.
+struct Refusal {
+  const char* op;
+  const char* shape;
+  const char* want;
+};
+void expect_refused(const Refusal& c, std::initializer_list<std::string> marks) {
+  auto r = run(std::string("test --op ") + c.op + " --shape '" + c.shape + "' --backend cpu");
+  EXPECT_EQ(r.rc, 2) << c.shape << ": " << r.out;
+  EXPECT_NE(r.out.find(c.want), std::string::npos) << c.shape << ": " << r.out;
+  for (const std::string& m : marks) EXPECT_NE(r.out.find(m), std::string::npos) << c.shape << ": " << r.out;
+}
+}  // namespace
+
 // Ad-hoc shapes the routing cannot take are refused before generation (exit
 // 2, as any workload that cannot exist) with a message naming the op, the
 // workload and the argument, not a crash (E = 0 once read past the end of an
 // empty score row) nor a failed case.
 TEST(Cli, DegenerateRoutingShapesFailCleanly) {
-  struct Case {
-    const char* op;
-    const char* shape;
-    const char* want;
-  };
-  for (const Case& c :
-       {Case{"moe_topk_gate", "T=3,K=2,E=0,dtype=fp32", "argument 'E'"},
-        Case{"fused_moe", "T=3,K=2,H=64,I=32,E=0,dtype=bf16", "argument 'E'"},
-        Case{"moe_topk_gate", "T=3,K=20,E=16,dtype=fp32", "argument 'K'"},
-        Case{"moe_topk_gate", "T=3,K=2,E=10,n_group=3,topk_group=1,mode=sigmoid_grouped_topk,dtype=fp32",
-             "argument 'n_group'"},
-        Case{"fused_moe", "T=3,K=9,H=64,I=32,E=8,dtype=bf16", "argument 'K'"},
-        Case{"fused_moe", "T=3,K=6,H=64,I=32,E=16,n_group=4,topk_group=1,mode=sigmoid_grouped_topk,dtype=bf16",
-             "argument 'topk_group'"}}) {
-    auto r = run(std::string("test --op ") + c.op + " --shape '" + c.shape + "' --backend cpu");
-    EXPECT_EQ(r.rc, 2) << c.shape << ": " << r.out;
-    EXPECT_NE(r.out.find(std::string(c.op) + ": workload 'shape:"), std::string::npos) << c.shape << ": " << r.out;
-    EXPECT_NE(r.out.find(c.want), std::string::npos) << c.shape << ": " << r.out;
-  }
+  for (const Refusal& c :
+       {Refusal{"moe_topk_gate", "T=3,K=2,E=0,dtype=fp32", "argument 'E'"},
+        Refusal{"fused_moe", "T=3,K=2,H=64,I=32,E=0,dtype=bf16", "argument 'E'"},
+        Refusal{"moe_topk_gate", "T=3,K=20,E=16,dtype=fp32", "argument 'K'"},
+        Refusal{"moe_topk_gate", "T=3,K=2,E=10,n_group=3,topk_group=1,mode=sigmoid_grouped_topk,dtype=fp32",
+                "argument 'n_group'"},
+        Refusal{"fused_moe", "T=3,K=9,H=64,I=32,E=8,dtype=bf16", "argument 'K'"},
+        Refusal{"fused_moe", "T=3,K=6,H=64,I=32,E=16,n_group=4,topk_group=1,mode=sigmoid_grouped_topk,dtype=bf16",
+                "argument 'topk_group'"}})
+    expect_refused(c, {std::string(c.op) + ": workload 'shape:"});
 }
 
 // Shapes an op's own validator refuses at run time (not the routing's, which
 // are refused before generation) end as REFUSED cases and exit 2, beside
 // cases that pass; the message names op and argument. Failures exit 1.
 TEST(Cli, ShapesAnOpRefusesExit2) {
-  struct Case {
-    const char* op;
-    const char* shape;
-    const char* want;
-  };
-  for (const Case& c :
-       {Case{"moe_grouped_gemm", "T=8,topk=2,E=4,N=0,K=64,dtype=bf16", "moe_grouped_gemm: argument 'out'"},
-        Case{"moe_grouped_gemm", "T=8,topk=2,E=4,N=32,K=64,block_m=3,dtype=bf16", "argument 'tile_expert'"},
-        Case{"moe_fused_mapping", "T=8,K=2,E=4,block_m=0", "moe_fused_mapping: argument 'block_m'"},
-        Case{"fused_moe", "T=3,K=2,H=0,I=32,E=8,dtype=bf16", "fused_moe: argument 'x'"},
-        Case{"fused_moe", "T=3,K=2,H=64,I=32,E=8,n_group=0,mode=sigmoid_grouped_topk,routing=uniform,dtype=bf16",
-             "fused_moe: argument 'n_group'"}}) {
-    auto r = run(std::string("test --op ") + c.op + " --shape '" + c.shape + "' --backend cpu");
-    EXPECT_EQ(r.rc, 2) << c.shape << ": " << r.out;
-    EXPECT_NE(r.out.find(" REFUSED "), std::string::npos) << c.shape << ": " << r.out;
-    EXPECT_NE(r.out.find(c.want), std::string::npos) << c.shape << ": " << r.out;
-    EXPECT_NE(r.out.find(" refused (arguments an op does not take)"), std::string::npos) << r.out;
-  }
+  for (const Refusal& c :
+       {Refusal{"moe_grouped_gemm", "T=8,topk=2,E=4,N=0,K=64,dtype=bf16", "moe_grouped_gemm: argument 'out'"},
+        Refusal{"moe_grouped_gemm", "T=8,topk=2,E=4,N=32,K=64,block_m=3,dtype=bf16", "argument 'tile_expert'"},
+        Refusal{"moe_fused_mapping", "T=8,K=2,E=4,block_m=0", "moe_fused_mapping: argument 'block_m'"},
+        Refusal{"fused_moe", "T=3,K=2,H=0,I=32,E=8,dtype=bf16", "fused_moe: argument 'x'"},
+        Refusal{"fused_moe", "T=3,K=2,H=64,I=32,E=8,n_group=0,mode=sigmoid_grouped_topk,routing=uniform,dtype=bf16",
+                "fused_moe: argument 'n_group'"}})
+    expect_refused(c, {" REFUSED ", " refused (arguments an op does not take)"});
   // Beside a case that passes: still 2, and the good case ran.
   auto r =
       run("test --op fused_moe --shape 'T=3,K=2,H=64,I=32,E=8,dtype=bf16' --shape 'T=3,K=2,H=0,I=32,E=8,dtype=bf16' "
