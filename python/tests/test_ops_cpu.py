@@ -176,6 +176,8 @@ def test_bad_arguments_name_the_op_and_argument(rng):
     with pytest.raises(ValueError, match="moe_topk_gate: argument 'top_k'.*True"):
         tilecraft.moe_topk_gate(logits, True)
     assert tilecraft.moe_topk_gate(logits, np.int64(2))[0].shape == (4, 2)  # numpy integers are integers
+    with pytest.raises(ValueError, match="moe_topk_gate: argument 'top_k': expected 1..8 .*got 9"):
+        tilecraft.moe_topk_gate(logits, 9)  # more than E (8): named as top_k, not as the ids made from it
     with pytest.raises(ValueError, match="moe_topk_gate: argument 'logits': expected 1..1024 experts"):
         tilecraft.moe_topk_gate(np.zeros((4, 0), np.float32), 2)  # no elements: contiguous, so E is named
     f16 = np.float16

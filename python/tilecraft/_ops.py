@@ -112,8 +112,11 @@ def moe_topk_gate(logits: Tensor, top_k: int, *, mode: str = "softmax_topk", ren
     """Router logits [T, E] (fp32) -> (ids [T, K] int32, weights [T, K] fp32); ties to the smaller index.
     score_dtype 'float16' / 'bfloat16': logits and scores rounded to it first, as a PyTorch router in
     that dtype computes them (its ties then break the same way); None: exact fp32."""
-    T = _tensor("moe_topk_gate", "logits", logits, 2).shape[0]
+    T, E = _tensor("moe_topk_gate", "logits", logits, 2).shape
     top_k = _count("moe_topk_gate", "top_k", top_k, 1)
+    if 1 <= E < top_k:  # (said here: the C++ check sees only the ids tensor made from it; E = 0 it names)
+        raise ValueError(f"moe_topk_gate: argument 'top_k': expected 1..{E} (the logits' columns, one per "
+                         f"expert), got {top_k}")
     ids = _empty(logits, (T, top_k), "int32") if ids is None else ids
     weights = _empty(logits, (T, top_k), "float32") if weights is None else weights
     _C.moe_topk_gate(logits, bias, ids, weights, mode, renormalize, n_group, topk_group, scale,

@@ -56,7 +56,7 @@ void validate_moe_topk_gate(const MoeTopkGateArgs& a, const MoeTopkGateParams& p
   TC_CHECK_ARG(E >= 1 && E <= kMaxExperts, kOp, "logits", fmt::format("1..{} experts (columns)", kMaxExperts),
                a.logits.describe());
   TC_CHECK_ARG(a.ids.shape[0] == T && K >= 1 && K <= std::min<int64_t>(E, kMaxTopK), kOp, "ids",
-               fmt::format("shape [{}, K] with 1 <= K <= {}", T, std::min<int64_t>(E, kMaxTopK)), a.ids.describe());
+               fmt::format("shape [{}, K] with 1 <= K (top_k) <= {}", T, std::min<int64_t>(E, kMaxTopK)), a.ids.describe());
   TC_CHECK_ARG(a.weights.shape == a.ids.shape, kOp, "weights", "the shape of ids " + a.ids.shape.str(),
                a.weights.describe());
   if (p.mode == GateMode::kSoftmaxTopk) {
