@@ -188,6 +188,9 @@ def test_bad_arguments_name_the_op_and_argument(rng):
         tilecraft.fused_moe(np.zeros((4, 8), f16), np.zeros((2, 8), f16), [], w[1], w[2], 1)
     with pytest.raises(ValueError, match="fused_moe: argument 'top_k'"):
         tilecraft.fused_moe(np.zeros((4, 8), f16), np.zeros((2, 8), f16), *w, 0)
+    for bad in ({"block_m": "x"}, {"block_m": 1.5}, {"block_m": True}, {3: 1}, [("block_m", 64)]):
+        with pytest.raises(TypeError, match="fused_moe: argument 'config': expected"):
+            tilecraft.fused_moe(np.zeros((4, 8), f16), np.zeros((2, 8), f16), *w, 1, config=bad)
     with pytest.raises(ValueError, match="moe_grouped_gemm: argument 'w': expected a 3-D tensor"):
         tilecraft.moe_grouped_gemm(np.zeros((4, 8), f16), np.zeros((4, 8), f16))
 

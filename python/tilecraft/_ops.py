@@ -36,6 +36,24 @@ def _count(op: str, name: str, v: Any, lo: int) -> int:
     return n
 
 
+def _config(op: str, config: Any) -> dict[str, int]:
+    """Kernel overrides as the extension takes them: a dict of str -> int (the CLI's --config)."""
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        raise TypeError(f"{op}: argument 'config': expected a dict of key -> integer, got {type(config).__name__}")
+    out = {}
+    for k, v in config.items():
+        try:
+            if not isinstance(k, str) or isinstance(v, bool):
+                raise TypeError
+            out[k] = operator.index(v)  # ints and numpy integers; not floats or strings
+        except TypeError:
+            raise TypeError(f"{op}: argument 'config': expected string keys and integer values, got "
+                            f"{k!r}: {v!r}") from None
+    return out
+
+
 def _is_torch(t: Tensor) -> bool:
     return type(t).__module__.startswith("torch")
 
@@ -172,7 +190,7 @@ def moe_grouped_gemm(a: Tensor, w: Tensor | Sequence[Tensor], *, w_up: Tensor | 
     if out is None:
         out = _empty(a, (rows, n), out_dtype or _dtype_name(a))
     _C.moe_grouped_gemm(a, ws, stacked, ups, layout, a_index, tile_expert, num_tiles, row_scale, row_token, out,
-                        dict(config or {}), _stream(a))
+                        _config("moe_grouped_gemm", config), _stream(a))
     return out
 
 
@@ -211,7 +229,7 @@ def fused_moe(x: Tensor, w_router: Tensor, w_gate: Tensor | Sequence[Tensor], w_
     if given:
         ids, weights = routing
     _C.fused_moe(x2, w_router, g, u, d, stacked, layout, bias, out2, ids, weights, top_k, mode, renormalize,
-                 n_group, topk_group, scale, _score_dtype(score_dtype), given, workspace, dict(config or {}),
+                 n_group, topk_group, scale, _score_dtype(score_dtype), given, workspace, _config("fused_moe", config),
                  _stream(x))
     return out2.reshape(*lead, H)
 
