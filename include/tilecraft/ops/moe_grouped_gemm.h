@@ -161,7 +161,7 @@ struct MoeGroupedGemmConfig {
   // is refilled once both CTAs released it), 1 = one CTA per tile,
   // -1 = choose (2, with half_skip, for the gated projection on 128-row
   // tiles where 256 experts or more average 0.75..1.25 tiles each; else 1; see
-  // pairs_by_default in moe_grouped_gemm.cpp). Same bits either way.
+  // pairs_by_default in moe_grouped_gemm_config.cpp). Same bits either way.
   int cluster = -1;
   // CTA pairs only: 1 = where both tiles of a pair read the same weights
   // (same expert and columns) each weight box is loaded once from L2 and
@@ -230,7 +230,7 @@ struct MoeGroupedGemmConfig {
   // warp; grouped_gemv_bulk.cuh), 0 = register loads (grouped_gemv.cuh),
   // -1 = choose: 1 for the gated projection where it applies ([N, K] weights
   // whose piece of one output column fits a stage) and it streams at least
-  // 896 KiB of weights per SM, else 0 (bulk_by_default in moe_grouped_gemm.cpp
+  // 896 KiB of weights per SM, else 0 (bulk_by_default in moe_grouped_gemm_common.cpp
   // has the measurements; the bulk down + combine was slower everywhere
   // measured: 86.3-86.6 against 64.1-64.6 us at DeepSeek-V3 T = 1). Same
   // contract and rounding; the fp32 sums run in another order.
@@ -238,7 +238,7 @@ struct MoeGroupedGemmConfig {
   // The bulk kernel only: output columns per piece (one ring stage holds a
   // piece: columns x rows per column x K x 2 bytes), 0 = choose (stages of
   // about 32 KB, at least two gated columns where four stages still fit;
-  // see bulk_plan in moe_grouped_gemm.cpp). More columns per
+  // see bulk_plan in moe_grouped_gemm_common.h). More columns per
   // piece give the consumer warps more rows to dot at once; fewer give more
   // stages, and each stage two consumer warps. A launch parameter. In the
   // resolved config (moe_grouped_gemm_config): the width the bulk kernel
