@@ -1,0 +1,18 @@
+# Session 42, call 2 (prepared by session 41; ~4 device-minutes; right after
+# call 1, while build-werror is still there): the main job and the race on
+# the GPU after session 41's host changes (run's exit status now from its
+# test records: 1 on a failure, 2 when only refusals), and the layer's
+# tests at the shapes session 41's tile-height rule moved (64 rows per
+# expert: 128-row tiles now).
+export O=$OUT; mkdir -p $O/l; export OUT=$O/l
+B=build-werror
+[ -d $B ] || make build BUILD_DIR=$B > $OUT/make_build.log 2>&1
+t0=$SECONDS; timeout 300 $B/tilecraft run --out $OUT/results > $OUT/run.log 2>&1
+echo "run rc=$? in $((SECONDS - t0))s: $(grep -E 'passed, .* failed' $OUT/run.log | tail -1)"
+(cd $OUT && tar czf results.tgz results && rm -rf results)
+timeout 150 $B/tilecraft test --tag race > $OUT/race_test.log 2>&1; echo "race tests rc=$?: $(tail -1 $OUT/race_test.log)"
+timeout 120 $B/tilecraft test --op fused_moe --workload mixtral-8x7b-T256 \
+  --shape T=2048,H=7168,I=2048,E=256,K=8,dtype=bf16,routing=skewed \
+  --shape T=1024,H=4096,I=1536,E=128,K=8,dtype=bf16,routing=empty_experts > $OUT/layer_test.log 2>&1
+echo "layer tests rc=$?: $(tail -1 $OUT/layer_test.log)"
+cd $O && tar czf logs.tgz l
