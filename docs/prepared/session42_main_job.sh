@@ -1,7 +1,8 @@
 # Session 42, call 2 (prepared by session 41; ~4 device-minutes; right after
 # call 1, while build-werror is still there): the main job and the race on
-# the GPU after session 41's host changes (run's exit status now from its
-# test records: 1 on a failure, 2 when only refusals), and the layer's
+# the GPU after session 41's host changes (run now exits 1 when a kernel
+# did not compile, a test failed or a timed output was wrong; 2 when a case
+# was only refused), and the layer's
 # tests at the shapes session 41's tile-height rule moved (64 rows per
 # expert: 128-row tiles now).
 export O=$OUT; mkdir -p $O/l; export OUT=$O/l

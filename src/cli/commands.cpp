@@ -148,8 +148,9 @@ void precompile_for_gpu(const std::vector<Case>& cases, DeviceType backend, cons
 // user's argument, not a failure.
 bool refused(const nlohmann::json& r) { return r.value("refused", false); }
 
-// The exit status of test, bench and run (over its test records): 1 if a
-// case failed, else 2 if an op refused a case's arguments, else 0.
+// The exit status of test, bench and run: 1 if a case failed (a wrong or
+// failed result, a kernel that did not compile), else 2 if an op refused a
+// case's arguments, else 0.
 int exit_status(const Records& recs) {
   bool any_refused = false;
   for (auto& r : recs) {
@@ -519,7 +520,11 @@ int cmd_run(const Options& o) {
       << harness::design_report(sel->manifest, all_bench, all_compile);
   std::cout << fmt::format("results written to {} (logs/raw, logs/json, logs/csv, reports/)\n", out.string());
   if (!note.empty()) std::cout << "NOTE: " << note << "\n";
-  return exit_status(all_test);  // (the reports carry compile and bench errors)
+  // A kernel that did not compile or a timed output that was wrong fails the
+  // main job as a failed test does.
+  Records all;
+  for (auto* rs : {&all_compile, &all_test, &all_bench}) all.insert(all.end(), rs->begin(), rs->end());
+  return exit_status(all);
 }
 
 }  // namespace tilecraft::cli
