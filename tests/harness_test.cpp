@@ -239,7 +239,10 @@ TEST(Reports, JsonlCsvMarkdown) {
   EXPECT_NE(line.find("\"x,\"\"y\"\"\""), std::string::npos);
   EnvInfo env;
   std::string md = correctness_report(env, recs, "");
-  EXPECT_NE(md.find("1 passed, 1 failed"), std::string::npos);
+  EXPECT_NE(md.find("1 passed, 1 failed, 0 errors**"), std::string::npos) << md;
+  recs.push_back({{"case_id", "a/b/e"}, {"status", "error"}, {"refused", true}, {"error", "op: argument 'x'"}});
+  md = correctness_report(env, recs, "");
+  EXPECT_NE(md.find("1 passed, 1 failed, 0 errors, 1 refused"), std::string::npos) << md;
 }
 
 // Composite ops' scopes reach the performance report, one row each, errors named.

@@ -85,17 +85,18 @@ std::string env_markdown(const EnvInfo& env) {
 }
 
 std::string correctness_report(const EnvInfo& env, const Records& recs, const std::string& note) {
-  int pass = 0, fail = 0, err = 0;
+  int pass = 0, fail = 0, err = 0, refused = 0;
   for (auto& r : recs) {
     std::string st = r.value("status", "");
-    (st == "pass" ? pass : st == "fail" ? fail : err)++;
+    (st == "pass" ? pass : st == "fail" ? fail : r.value("refused", false) ? refused : err)++;
   }
   std::string s = "# Correctness report\n\n";
   if (!note.empty()) s += "> " + note + "\n\n";
-  s += fmt::format("**{} passed, {} failed, {} errors** out of {} cases. Golden: the CPU reference of each op "
+  s += fmt::format("**{} passed, {} failed, {} errors{}** out of {} cases. Golden: the CPU reference of each op "
                    "(bitwise where the op promises it), plus an independent float64 evaluation with a derived "
                    "error bound. Outputs are poisoned (0xff bytes, NaN) before every run.\n\n",
-                   pass, fail, err, recs.size());
+                   pass, fail, err, refused ? fmt::format(", {} refused (arguments an op does not take)", refused) : "",
+                   recs.size());
   s += "## Environment\n\n" + env_markdown(env) + "\n## Cases\n\n";
   s += "| case | backend | status | mode | elements | failed | max abs err | f64 err/bound | seed | config |\n";
   s += "|---|---|---|---|---|---|---|---|---|---|\n";
