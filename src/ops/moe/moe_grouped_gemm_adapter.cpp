@@ -83,7 +83,10 @@ class MoeGroupedGemmAdapter final : public OpAdapter {
     const int64_t T = sym(w, "T"), topk = sym(w, "topk"), E = sym(w, "E"), N = sym(w, "N"), K = sym(w, "K");
     CaseData d;
     d.seed = c.seed;
-    // Routing and its layout (the mapping golden), as the layer would make them.
+    // Routing and its layout (the mapping golden), as the layer would make
+    // them, but with the tile height of the mma.sync rule (32-row tiles from
+    // 9 to 24 rows per expert, which the smoke cases keep covering); the layer
+    // on sm_90 takes the wgmma rule (moe_grouped_gemm_block_m(rows, true)).
     const int64_t bm = sym(w, "block_m") ? sym(w, "block_m")
                                           : ops::moe_grouped_gemm_block_m(double(T * topk) / double(std::max<int64_t>(E, 1)));
     HostTensor ids(DType::kI32, {T, topk});
