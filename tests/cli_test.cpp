@@ -308,6 +308,17 @@ TEST(Cli, ListEnvInspect) {
   auto r = run("list");
   EXPECT_EQ(r.rc, 0);
   EXPECT_NE(r.out.find("deepseek-v3-decode"), std::string::npos);
+  r = run("list --op fused_moe --tag race");  // one op, its race cases
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("race-performance-2"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("moe_reduce_fused ("), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("odd-h-i"), std::string::npos) << r.out;
+  r = run("list --op nope");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("list: argument '--op': expected one of: "), std::string::npos) << r.out;
+  r = run("list --op moe_topk_gate --tag model");  // a tag other ops have
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("argument '--tag'"), std::string::npos) << r.out;
   r = run("env");
   EXPECT_EQ(r.rc, 0);
   EXPECT_NE(r.out.find("nvrtc_version"), std::string::npos);

@@ -17,6 +17,7 @@ int run_main(int argc, char** argv) {
   auto* env = app.add_subcommand("env", "Show the GPU, driver, compilers, build and commit");
   auto* list = app.add_subcommand("list", "List ops, variants, workloads and tags from the manifest");
   cli::add_manifest_flags(list, o);
+  list->add_option("--op", o.op, "Only this op");
   list->add_option("--tag", o.tag, "Only workloads with this tag");
   auto* compile = app.add_subcommand("compile", "JIT-compile every kernel the selected workloads need");
   cli::add_filter_flags(compile, o);

@@ -321,7 +321,22 @@ int cmd_env(const Options&) {
 
 int cmd_list(const Options& o) {
   auto m = harness::Manifest::load(o.manifests);
+  // What the filters name must exist (as test and bench refuse it), before
+  // anything is printed.
+  std::string known;
+  bool tagged = o.tag.empty();
   for (auto& op : m.ops()) {
+    known += (known.empty() ? "" : ", ") + op.name;
+    if (o.op.empty() || op.name == o.op)
+      for (auto& w : op.workloads) tagged |= w.has_tag(o.tag);
+  }
+  if (!o.op.empty() && !m.find(o.op)) throw_arg_error(ErrorKind::kInvalidArgument, "list", "--op", "one of: " + known, "'" + o.op + "'");
+  if (!tagged)
+    throw_arg_error(ErrorKind::kInvalidArgument, "list", "--tag",
+                    "a tag of " + (o.op.empty() ? std::string("some workload") : "a workload of op '" + o.op + "'"),
+                    "'" + o.tag + "'");
+  for (auto& op : m.ops()) {
+    if (!o.op.empty() && op.name != o.op) continue;
     std::cout << fmt::format("{} ({}){}: {}\n", op.name, op.family,
                              harness::has_adapter(op.name) ? "" : " [no implementation]", op.summary);
     std::cout << "  variants:";
