@@ -201,6 +201,8 @@ TEST(JitCompile, ArchNamesAreChecked) {
   for (const char* ok : {"sm_90a", "sm_80", "compute_90", "sm_100f", "sm_120a"}) EXPECT_NO_THROW(check_arch(ok)) << ok;
   for (const char* bad : {"", "sm_9", "sm_1000", "sm_90b", "sm90", "compute_", "sm_90aa", "gfx90a"})
     EXPECT_THROW(check_arch(bad), Error) << bad;
+  // Well formed, but no compute capability NVRTC compiles for: named as the arch.
+  TC_EXPECT_ERROR(check_arch("sm_12a"), ErrorKind::kInvalidArgument, "argument 'arch'", "NVRTC", "'sm_12a'");
   // The compute capability whose kernels `compile --arch` lists.
   EXPECT_EQ(arch_cc_major("sm_90a"), 9);
   EXPECT_EQ(arch_cc_major("sm_80"), 8);

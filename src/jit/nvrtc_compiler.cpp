@@ -1,9 +1,11 @@
 #include <nvrtc.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "tilecraft/error.h"
 #include "tilecraft/jit/compiler.h"
@@ -68,6 +70,19 @@ void check_arch(const std::string& arch) {
   if (!ok)
     throw_arg_error(ErrorKind::kInvalidArgument, "jit", "arch", "sm_XY[a] or compute_XY[a], e.g. sm_90a",
                     "'" + arch + "'");
+  // A well-formed number this NVRTC does not compile for (sm_12a for
+  // sm_120a) is the user's typo, not a compiler failure.
+  int n = 0;
+  if (nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0) return;  // cannot tell: NVRTC will say
+  std::vector<int> archs(size_t(n), 0);
+  if (nvrtcGetSupportedArchs(archs.data()) != NVRTC_SUCCESS) return;
+  const int cc = std::stoi(arch.substr(i, digits));
+  if (std::find(archs.begin(), archs.end(), cc) != archs.end()) return;
+  std::string list;
+  for (int a : archs) list += (list.empty() ? "" : ", ") + std::to_string(a);
+  throw_arg_error(ErrorKind::kInvalidArgument, "jit", "arch",
+                  fmt::format("a compute capability NVRTC {} compiles for ({}), e.g. sm_90a", nvrtc_version(), list),
+                  "'" + arch + "'");
 }
 
 int arch_cc_major(const std::string& arch) {
