@@ -388,6 +388,8 @@ struct Session {
     if (backend == DeviceType::kCPU && !o.config.empty())  // (a PASS here says nothing of those kernels)
       con.line("note: --config sets GPU kernel configs; the CPU backend checks its keys, not its values, and runs "
                "no kernel");
+    if (backend == DeviceType::kCPU && !o.scopes.empty())
+      con.line("note: --scopes picks the GPU timing's scopes; the CPU backend times the main line only");
   }
 };
 }  // namespace
