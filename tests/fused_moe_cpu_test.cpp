@@ -7,7 +7,7 @@
 #include <cstring>
 #include <set>
 
-#include "moe_shape_only.h"
+#include "moe_test_args.h"
 #include "ops/moe/decode_split.h"
 #include "ops/moe/launch_counters.h"
 #include "test_util.h"
@@ -42,14 +42,7 @@ struct HostLayer {
   DType dt = DType::kBF16;
   HostTensor x{dt, {T, H}}, wr{dt, {E, H}}, wg{dt, {E, I, H}}, wu{dt, {E, I, H}}, wd{dt, {E, H, I}}, out{dt, {T, H}};
   ops::FusedMoeArgs args() const {
-    ops::FusedMoeArgs a;
-    a.x = x.view();
-    a.w_router = wr.view();
-    a.w_gate.stacked = wg.view();
-    a.w_up.stacked = wu.view();
-    a.w_down.stacked = wd.view();
-    a.out = out.view();
-    return a;
+    return stacked_layer_args(x.view(), wr.view(), wg.view(), wu.view(), wd.view(), out.view());
   }
   ops::FusedMoeParams params() const {
     ops::FusedMoeParams p;

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "moe_test_args.h"
 #include "test_util.h"
 #include "tilecraft/harness/random.h"
 #include "tilecraft/harness/trace.h"
@@ -21,6 +22,7 @@
 #include "tilecraft/runtime/device.h"
 
 using namespace tilecraft;
+using tilecraft::test::stacked_layer_args;
 
 TEST(GpuFusedMoe, SmokeCases) {
   TC_REQUIRE_GPU();
@@ -53,14 +55,8 @@ struct Layer {
     TC_CU(rt::driver().cuCtxSynchronize());
   }
   ops::FusedMoeArgs args() {
-    ops::FusedMoeArgs a;
-    a.x = x.view();
-    a.w_router = wr.view();
-    a.w_gate.stacked = wg.view();
-    a.w_up.stacked = wu.view();
-    a.w_down.stacked = wd.view();
+    ops::FusedMoeArgs a = stacked_layer_args(x.view(), wr.view(), wg.view(), wu.view(), wd.view(), out.view());
     a.bias = bias.view();
-    a.out = out.view();
     a.ids = ids.view();
     a.weights = w.view();
     return a;

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <set>
 
-#include "moe_shape_only.h"
+#include "moe_test_args.h"
 #include "ops/moe/decode_split.h"
 #include "ops/moe/launch_counters.h"
 #include "test_util.h"
