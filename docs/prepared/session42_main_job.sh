@@ -1,4 +1,4 @@
-# Session 42, call 2 (prepared by session 41; ~4 device-minutes; right after
+# Session 42, call 2 (prepared by session 41; ~5 device-minutes; right after
 # call 1, while build-werror is still there): the main job and the race on
 # the GPU after session 41's host changes (run now exits 1 when a kernel
 # did not compile, a test failed or a timed output was wrong; 2 when a case
@@ -16,4 +16,8 @@ timeout 120 $B/tilecraft test --op fused_moe --workload mixtral-8x7b-T256 \
   --shape T=2048,H=7168,I=2048,E=256,K=8,dtype=bf16,routing=skewed \
   --shape T=1024,H=4096,I=1536,E=128,K=8,dtype=bf16,routing=empty_experts > $OUT/layer_test.log 2>&1
 echo "layer tests rc=$?: $(tail -1 $OUT/layer_test.log)"
+# The Python package with torch on the GPU (session 41 added argument checks
+# to the wrappers the race drop-in calls).
+TILECRAFT_CACHE_DIR=/tmp/tilecraft_cache timeout 200 scripts/python_tests.sh $B > $OUT/python_tests.log 2>&1
+echo "python tests rc=$?: $(tail -1 $OUT/python_tests.log)"
 cd $O && tar czf logs.tgz l

@@ -188,6 +188,15 @@ def test_bad_arguments_name_the_op_and_argument(rng):
         tilecraft.fused_moe(np.zeros((4, 8), f16), np.zeros((2, 8), f16), [], w[1], w[2], 1)
     with pytest.raises(ValueError, match="fused_moe: argument 'top_k'"):
         tilecraft.fused_moe(np.zeros((4, 8), f16), np.zeros((2, 8), f16), *w, 0)
+    layer = (np.zeros((4, 8), f16), np.zeros((2, 8), f16), *w, 1)
+    for kw, name in (({"scale": "a"}, "scale"), ({"mode": 3}, "mode"), ({"renormalize": "yes"}, "renormalize"),
+                     ({"n_group": 1.5}, "n_group"), ({"workspace": 5}, "workspace"), ({"routing": 5}, "routing"),
+                     ({"layout": None}, "layout")):
+        with pytest.raises(TypeError, match=f"fused_moe: argument '{name}': expected"):
+            tilecraft.fused_moe(*layer, **kw)  # named, not the binding's generic signature error
+    with pytest.raises(TypeError, match="moe_topk_gate: argument 'scale': expected a real number"):
+        tilecraft.moe_topk_gate(logits, 2, scale=None)
+    assert tilecraft.fused_moe(*layer, renormalize=np.bool_(True), scale=np.float32(2.0)).shape == (4, 8)
     for bad in ({"block_m": "x"}, {"block_m": 1.5}, {"block_m": True}, {3: 1}, [("block_m", 64)]):
         with pytest.raises(TypeError, match="fused_moe: argument 'config': expected"):
             tilecraft.fused_moe(np.zeros((4, 8), f16), np.zeros((2, 8), f16), *w, 1, config=bad)

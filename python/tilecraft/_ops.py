@@ -3,6 +3,7 @@
 or numpy) on the inputs' device unless passed with out=/ids=/..."""
 from __future__ import annotations
 
+import numbers
 import operator
 from typing import Any, Sequence
 
@@ -34,6 +35,30 @@ def _count(op: str, name: str, v: Any, lo: int) -> int:
     if n is None or n < lo:
         raise ValueError(f"{op}: argument '{name}': expected an integer >= {lo}, got {v!r}")
     return n
+
+
+def _routing_args(op: str, mode: Any, renormalize: Any, n_group: Any, topk_group: Any,
+                  scale: Any) -> tuple[str, bool, int, int, float]:
+    """The routing settings as the extension takes them, each checked by type here (ranges in C++),
+    so a wrong type names its argument instead of failing the binding's signature."""
+    if not isinstance(mode, str):
+        raise TypeError(f"{op}: argument 'mode': expected 'softmax_topk' or 'sigmoid_grouped_topk', got {mode!r}")
+    flag = renormalize if isinstance(renormalize, bool) else None
+    if flag is None and type(renormalize).__module__ == "numpy" and type(renormalize).__name__ in ("bool", "bool_"):
+        flag = bool(renormalize)  # numpy's bool scalar
+    if flag is None:
+        raise TypeError(f"{op}: argument 'renormalize': expected a bool, got {renormalize!r}")
+    groups = []
+    for name, v in (("n_group", n_group), ("topk_group", topk_group)):
+        try:
+            if isinstance(v, bool):
+                raise TypeError
+            groups.append(operator.index(v))
+        except TypeError:
+            raise TypeError(f"{op}: argument '{name}': expected an integer, got {v!r}") from None
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+        raise TypeError(f"{op}: argument 'scale': expected a real number, got {scale!r}")
+    return mode, flag, groups[0], groups[1], float(scale)
 
 
 def _config(op: str, config: Any) -> dict[str, int]:
@@ -137,8 +162,8 @@ def moe_topk_gate(logits: Tensor, top_k: int, *, mode: str = "softmax_topk", ren
                          f"expert), got {top_k}")
     ids = _empty(logits, (T, top_k), "int32") if ids is None else ids
     weights = _empty(logits, (T, top_k), "float32") if weights is None else weights
-    _C.moe_topk_gate(logits, bias, ids, weights, mode, renormalize, n_group, topk_group, scale,
-                     _score_dtype(score_dtype), _stream(logits))
+    routing = _routing_args("moe_topk_gate", mode, renormalize, n_group, topk_group, scale)
+    _C.moe_topk_gate(logits, bias, ids, weights, *routing, _score_dtype(score_dtype), _stream(logits))
     return ids, weights
 
 
@@ -227,7 +252,17 @@ def fused_moe(x: Tensor, w_router: Tensor, w_gate: Tensor | Sequence[Tensor], w_
     d, _ = _experts("fused_moe", "w_down", w_down)
     given = routing is not None
     if given:
+        if not isinstance(routing, (tuple, list)) or len(routing) != 2:
+            raise TypeError("fused_moe: argument 'routing': expected a pair (ids [T, K] int32, weights [T, K] "
+                            f"float32), got {type(routing).__name__}")
         ids, weights = routing
+    if not isinstance(layout, str):
+        raise TypeError(f"fused_moe: argument 'layout': expected 'nk' or 'kn', got {layout!r}")
+    if workspace is not None and not isinstance(workspace, _C.Workspace):
+        raise TypeError(f"fused_moe: argument 'workspace': expected None or a tilecraft Workspace (FusedMoE keeps "
+                        f"one), got {type(workspace).__name__}")
+    mode, renormalize, n_group, topk_group, scale = _routing_args("fused_moe", mode, renormalize, n_group,
+                                                                  topk_group, scale)
     _C.fused_moe(x2, w_router, g, u, d, stacked, layout, bias, out2, ids, weights, top_k, mode, renormalize,
                  n_group, topk_group, scale, _score_dtype(score_dtype), given, workspace, _config("fused_moe", config),
                  _stream(x))
