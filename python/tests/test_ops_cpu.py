@@ -194,6 +194,26 @@ def test_bad_arguments_name_the_op_and_argument(rng):
                      ({"layout": None}, "layout")):
         with pytest.raises(TypeError, match=f"fused_moe: argument '{name}': expected"):
             tilecraft.fused_moe(*layer, **kw)  # named, not the binding's generic signature error
+    ids2 = np.array([[0, 1], [1, 2]], np.int32)
+    with pytest.raises(TypeError, match="moe_fused_mapping: argument 'out': expected a dict"):
+        tilecraft.moe_fused_mapping(ids2, 4, out=5)
+    with pytest.raises(TypeError, match="moe_fused_mapping: argument 'num_tiles': expected a torch.Tensor"):
+        tilecraft.moe_fused_mapping(ids2, 4, out={"num_tiles": [0]})
+    x16, pos = np.ones((4, 8), f16), np.array([[0, 1], [2, 3]], np.int32)
+    with pytest.raises(TypeError, match="moe_reduce_fused: argument 'topk_weights': expected a torch.Tensor"):
+        tilecraft.moe_reduce_fused(x16, pos, [[1.0, 1.0]])
+    for bad in (5, "int8", np.int8):
+        with pytest.raises(ValueError, match="moe_reduce_fused: argument 'out_dtype': expected None or one of"):
+            tilecraft.moe_reduce_fused(x16, pos, out_dtype=bad)
+    for ok in ("float16", np.float16, np.dtype("float16")):  # names, numpy types and dtypes alike
+        assert tilecraft.moe_reduce_fused(x16, pos, out_dtype=ok).dtype == np.float16
+    gw = np.ones((2, 6, 8), f16)
+    with pytest.raises(TypeError, match="moe_grouped_gemm: argument 'tile_expert': expected a torch.Tensor"):
+        tilecraft.moe_grouped_gemm(x16, gw, tile_expert=[0, 1])
+    with pytest.raises(ValueError, match="moe_grouped_gemm: argument 'out_dtype'.*'int8'"):
+        tilecraft.moe_grouped_gemm(x16, gw, tile_expert=np.zeros(1, np.int32), out_dtype="int8")
+    with pytest.raises(TypeError, match="fused_moe: argument 'out': expected a torch.Tensor"):
+        tilecraft.fused_moe(*layer, out=[0.0])
     with pytest.raises(TypeError, match="moe_topk_gate: argument 'scale': expected a real number"):
         tilecraft.moe_topk_gate(logits, 2, scale=None)
     assert tilecraft.fused_moe(*layer, renormalize=np.bool_(True), scale=np.float32(2.0)).shape == (4, 8)

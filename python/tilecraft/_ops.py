@@ -25,6 +25,36 @@ def _tensor(op: str, name: str, t: Any, ndim: int | None = None) -> Any:
     return t
 
 
+def _optional_tensors(op: str, **tensors: Any) -> None:
+    """Each argument given (not None) is a tensor; else an error naming it."""
+    for name, t in tensors.items():
+        if t is not None:
+            _tensor(op, name, t)
+
+
+def _out_dtype(op: str, v: Any, allowed: Sequence[str]) -> str | None:
+    """out_dtype as a name ('float16', torch.float16 or numpy's float16 alike), one of `allowed`."""
+    if v is None:
+        return None
+    name = None
+    if isinstance(v, str):
+        name = v
+    elif _is_torch_dtype(v):
+        name = str(v).split(".")[-1]  # torch.float16 -> float16
+    elif type(v).__module__.startswith("numpy") or str(getattr(v, "__module__", "")).startswith("numpy"):
+        # np.float16, np.dtype("float16")
+        import numpy as np
+
+        name = np.dtype(v).name
+    if name not in allowed:
+        raise ValueError(f"{op}: argument 'out_dtype': expected None or one of {', '.join(allowed)}, got {v!r}")
+    return name
+
+
+def _is_torch_dtype(v: Any) -> bool:
+    return type(v).__module__ == "torch" and type(v).__name__ == "dtype"
+
+
 def _count(op: str, name: str, v: Any, lo: int) -> int:
     """v as an int >= lo (sizes the outputs, so checked before they are allocated). Any integer
     type (numpy's too, through __index__); not bool."""
@@ -130,6 +160,8 @@ def moe_reduce_fused(x: Tensor, token_topk_to_pos: Tensor, topk_weights: Tensor 
     accumulation in k order; optional per-row x_sf, fp8 output with global scale sf."""
     _tensor("moe_reduce_fused", "x", x, 2)
     T, _ = _tensor("moe_reduce_fused", "token_topk_to_pos", token_topk_to_pos, 2).shape
+    _optional_tensors("moe_reduce_fused", topk_weights=topk_weights, x_sf=x_sf, sf=sf, out=out)
+    out_dtype = _out_dtype("moe_reduce_fused", out_dtype, ("float32", "float16", "bfloat16", "float8_e4m3fn"))
     if out is None:
         out = _empty(x, (T, x.shape[1]), out_dtype or _dtype_name(x))
     _C.moe_reduce_fused(x, token_topk_to_pos, topk_weights, x_sf, sf, out, checked, _stream(x))
@@ -156,6 +188,7 @@ def moe_topk_gate(logits: Tensor, top_k: int, *, mode: str = "softmax_topk", ren
     score_dtype 'float16' / 'bfloat16': logits and scores rounded to it first, as a PyTorch router in
     that dtype computes them (its ties then break the same way); None: exact fp32."""
     T, E = _tensor("moe_topk_gate", "logits", logits, 2).shape
+    _optional_tensors("moe_topk_gate", bias=bias, ids=ids, weights=weights)
     top_k = _count("moe_topk_gate", "top_k", top_k, 1)
     if 1 <= E < top_k:  # (said here: the C++ check sees only the ids tensor made from it; E = 0 it names)
         raise ValueError(f"moe_topk_gate: argument 'top_k': expected 1..{E} (the logits' columns, one per "
@@ -184,11 +217,15 @@ def moe_fused_mapping(ids: Tensor, num_experts: int, *, block_m: int = 1,
         "tile_expert": (rows // block_m,),
         "num_tiles": (1,),
     }
+    if out is not None and not isinstance(out, dict):
+        raise TypeError(f"moe_fused_mapping: argument 'out': expected a dict of output name -> tensor, got "
+                        f"{type(out).__name__}")
     given = dict(out or {})
     unknown = set(given) - set(shapes)
     if unknown:
         raise ValueError(f"moe_fused_mapping: argument 'out': unknown outputs {sorted(unknown)}; "
                          f"expected some of {sorted(shapes)}")
+    _optional_tensors("moe_fused_mapping", **given)
     o = {k: given[k] if k in given else _empty(ids, s, "int32") for k, s in shapes.items()}
     _C.moe_fused_mapping(ids, o["tokens_per_expert"], o["expert_offsets"], o["token_topk_to_pos"],
                          o["pos_to_token"], o["tile_expert"], o["num_tiles"], num_experts, block_m, _stream(ids))
@@ -212,6 +249,9 @@ def moe_grouped_gemm(a: Tensor, w: Tensor | Sequence[Tensor], *, w_up: Tensor | 
     first = ws[0]
     n = (first.shape[-2] if layout == "nk" else first.shape[-1])
     rows = _tensor("moe_grouped_gemm", "a_index", a_index, 1).shape[0] if a_index is not None else a.shape[0]
+    _optional_tensors("moe_grouped_gemm", tile_expert=tile_expert, num_tiles=num_tiles, row_scale=row_scale,
+                      row_token=row_token, out=out)
+    out_dtype = _out_dtype("moe_grouped_gemm", out_dtype, ("float32", "float16", "bfloat16"))
     if out is None:
         out = _empty(a, (rows, n), out_dtype or _dtype_name(a))
     _C.moe_grouped_gemm(a, ws, stacked, ups, layout, a_index, tile_expert, num_tiles, row_scale, row_token, out,
@@ -237,6 +277,7 @@ def fused_moe(x: Tensor, w_router: Tensor, w_gate: Tensor | Sequence[Tensor], w_
     if len(_tensor("fused_moe", "x", x).shape) < 1:
         raise ValueError("fused_moe: argument 'x': expected a tensor [..., H], got a 0-D tensor")
     _tensor("fused_moe", "w_router", w_router, 2)
+    _optional_tensors("fused_moe", bias=bias, out=out, ids=ids, weights=weights)
     top_k = _count("fused_moe", "top_k", top_k, 1)
     lead = tuple(x.shape[:-1])
     H = x.shape[-1]
