@@ -55,13 +55,20 @@ def _is_torch_dtype(v: Any) -> bool:
     return type(v).__module__ == "torch" and type(v).__name__ == "dtype"
 
 
-def _count(op: str, name: str, v: Any, lo: int) -> int:
-    """v as an int >= lo (sizes the outputs, so checked before they are allocated). Any integer
-    type (numpy's too, through __index__); not bool."""
+def _integer(v: Any) -> int | None:
+    """v as an int if it is an integer of any type (numpy's too, through __index__), not a bool;
+    else None."""
+    if isinstance(v, bool):
+        return None
     try:
-        n = operator.index(v) if not isinstance(v, bool) else None
+        return operator.index(v)
     except TypeError:
-        n = None
+        return None
+
+
+def _count(op: str, name: str, v: Any, lo: int) -> int:
+    """v as an int >= lo (sizes the outputs, so checked before they are allocated)."""
+    n = _integer(v)
     if n is None or n < lo:
         raise ValueError(f"{op}: argument '{name}': expected an integer >= {lo}, got {v!r}")
     return n
@@ -80,12 +87,9 @@ def _routing_args(op: str, mode: Any, renormalize: Any, n_group: Any, topk_group
         raise TypeError(f"{op}: argument 'renormalize': expected a bool, got {renormalize!r}")
     groups = []
     for name, v in (("n_group", n_group), ("topk_group", topk_group)):
-        try:
-            if isinstance(v, bool):
-                raise TypeError
-            groups.append(operator.index(v))
-        except TypeError:
-            raise TypeError(f"{op}: argument '{name}': expected an integer, got {v!r}") from None
+        if _integer(v) is None:
+            raise TypeError(f"{op}: argument '{name}': expected an integer, got {v!r}")
+        groups.append(_integer(v))
     if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
         raise TypeError(f"{op}: argument 'scale': expected a real number, got {scale!r}")
     return mode, flag, groups[0], groups[1], float(scale)
@@ -97,16 +101,10 @@ def _config(op: str, config: Any) -> dict[str, int]:
         return {}
     if not isinstance(config, dict):
         raise TypeError(f"{op}: argument 'config': expected a dict of key -> integer, got {type(config).__name__}")
-    out = {}
     for k, v in config.items():
-        try:
-            if not isinstance(k, str) or isinstance(v, bool):
-                raise TypeError
-            out[k] = operator.index(v)  # ints and numpy integers; not floats or strings
-        except TypeError:
-            raise TypeError(f"{op}: argument 'config': expected string keys and integer values, got "
-                            f"{k!r}: {v!r}") from None
-    return out
+        if not isinstance(k, str) or _integer(v) is None:  # not floats or strings
+            raise TypeError(f"{op}: argument 'config': expected string keys and integer values, got {k!r}: {v!r}")
+    return {k: _integer(v) for k, v in config.items()}
 
 
 def _is_torch(t: Tensor) -> bool:

@@ -1,16 +1,16 @@
 #include "commands.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <iostream>
 #include <set>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "tilecraft/error.h"
 #include "tilecraft/harness/ceilings.h"
@@ -19,8 +19,8 @@
 #include "tilecraft/harness/precompile.h"
 #include "tilecraft/harness/report.h"
 #include "tilecraft/harness/trace.h"
-#include "tilecraft/jit/jit.h"
 #include "tilecraft/jit/embedded_sources.h"
+#include "tilecraft/jit/jit.h"
 #include "tilecraft/runtime/device.h"
 #include "tilecraft/runtime/driver.h"
 
@@ -151,14 +151,15 @@ bool refused(const nlohmann::json& r) { return r.value("refused", false); }
 // The exit status of test, bench and run: 1 if a case failed (a wrong or
 // failed result, a kernel that did not compile), else 2 if an op refused a
 // case's arguments, else 0.
-int exit_status(const Records& recs) {
+int exit_status(std::initializer_list<const Records*> sets) {
   bool any_refused = false;
-  for (auto& r : recs) {
-    const std::string st = r.value("status", "");
-    if (st == "ok" || st == "pass") continue;
-    if (!refused(r)) return 1;
-    any_refused = true;
-  }
+  for (const Records* recs : sets)
+    for (auto& r : *recs) {
+      const std::string st = r.value("status", "");
+      if (st == "ok" || st == "pass") continue;
+      if (!refused(r)) return 1;
+      any_refused = true;
+    }
   return any_refused ? 2 : 0;
 }
 
@@ -323,14 +324,12 @@ int cmd_list(const Options& o) {
   auto m = harness::Manifest::load(o.manifests);
   // What the filters name must exist (as test and bench refuse it), before
   // anything is printed.
-  std::string known;
   bool tagged = o.tag.empty();
-  for (auto& op : m.ops()) {
-    known += (known.empty() ? "" : ", ") + op.name;
+  for (auto& op : m.ops())
     if (o.op.empty() || op.name == o.op)
       for (auto& w : op.workloads) tagged |= w.has_tag(o.tag);
-  }
-  if (!o.op.empty() && !m.find(o.op)) throw_arg_error(ErrorKind::kInvalidArgument, "list", "--op", "one of: " + known, "'" + o.op + "'");
+  if (!o.op.empty() && !m.find(o.op))
+    throw_arg_error(ErrorKind::kInvalidArgument, "list", "--op", "one of: " + m.op_names(), "'" + o.op + "'");
   if (!tagged)
     throw_arg_error(ErrorKind::kInvalidArgument, "list", "--tag",
                     "a tag of " + (o.op.empty() ? std::string("some workload") : "a workload of op '" + o.op + "'"),
@@ -397,14 +396,16 @@ struct Session {
 int cmd_test(const Options& o) {
   Session s(o, "testing");
   precompile_for_gpu(s.sel->cases, s.backend, o, s.con);
-  return exit_status(test_cases(s.sel->cases, s.backend, o, s.env, s.con));
+  const Records recs = test_cases(s.sel->cases, s.backend, o, s.env, s.con);
+  return exit_status({&recs});
 }
 
 int cmd_bench(const Options& o) {
   Session s(o, "timing");
   std::optional<harness::Ceilings> ceilings;
   precompile_for_gpu(s.sel->cases, s.backend, o, s.con);
-  return exit_status(bench_cases(s.sel->cases, s.backend, o, s.env, o.timing(), s.con, ceilings));
+  const Records recs = bench_cases(s.sel->cases, s.backend, o, s.env, o.timing(), s.con, ceilings);
+  return exit_status({&recs});
 }
 
 int cmd_inspect(const Options& o) {
@@ -539,9 +540,7 @@ int cmd_run(const Options& o) {
   if (!note.empty()) std::cout << "NOTE: " << note << "\n";
   // A kernel that did not compile or a timed output that was wrong fails the
   // main job as a failed test does.
-  Records all;
-  for (auto* rs : {&all_compile, &all_test, &all_bench}) all.insert(all.end(), rs->begin(), rs->end());
-  return exit_status(all);
+  return exit_status({&all_compile, &all_test, &all_bench});
 }
 
 }  // namespace tilecraft::cli

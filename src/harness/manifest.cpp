@@ -355,6 +355,12 @@ Manifest Manifest::load(const std::vector<std::string>& extra) {
   return m;
 }
 
+std::string Manifest::op_names() const {
+  std::string s;
+  for (const OpSpec& o : ops_) s += (s.empty() ? "" : ", ") + o.name;
+  return s;
+}
+
 const OpSpec* Manifest::find(const std::string& op) const {
   for (auto& o : ops_)
     if (o.name == op) return &o;

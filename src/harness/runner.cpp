@@ -331,9 +331,7 @@ std::vector<Case> select_cases(const Manifest& m, const Selection& s, std::deque
       }
   }
   if (!op_found) {
-    std::string known;
-    for (auto& o : m.ops()) known += (known.empty() ? "" : ", ") + o.name;
-    throw_arg_error(ErrorKind::kInvalidArgument, "select", "--op", "one of: " + known, "'" + s.op + "'");
+    throw_arg_error(ErrorKind::kInvalidArgument, "select", "--op", "one of: " + m.op_names(), "'" + s.op + "'");
   }
   // A misspelt --workload or --tag beside --shape would otherwise run the shapes alone.
   if (!s.workload.empty() && !workload_found)

@@ -72,10 +72,17 @@ void check_arch(const std::string& arch) {
                     "'" + arch + "'");
   // A well-formed number this NVRTC does not compile for (sm_12a for
   // sm_120a) is the user's typo, not a compiler failure.
-  int n = 0;
-  if (nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0) return;  // cannot tell: NVRTC will say
-  std::vector<int> archs(size_t(n), 0);
-  if (nvrtcGetSupportedArchs(archs.data()) != NVRTC_SUCCESS) return;
+  // (Asked once: every compile checks its arch.)
+  static const std::vector<int> archs = [] {
+    int n = 0;
+    std::vector<int> v;
+    if (nvrtcGetNumSupportedArchs(&n) == NVRTC_SUCCESS && n > 0) {
+      v.assign(size_t(n), 0);
+      if (nvrtcGetSupportedArchs(v.data()) != NVRTC_SUCCESS) v.clear();
+    }
+    return v;
+  }();
+  if (archs.empty()) return;  // cannot tell: NVRTC will say
   const int cc = std::stoi(arch.substr(i, digits));
   if (std::find(archs.begin(), archs.end(), cc) != archs.end()) return;
   std::string list;

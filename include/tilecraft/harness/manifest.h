@@ -75,6 +75,8 @@ class Manifest {
   void merge_file(const std::string& path);
   const std::vector<OpSpec>& ops() const { return ops_; }
   const OpSpec* find(const std::string& op) const;
+  // "op1, op2, ...": what an error about an unknown op lists.
+  std::string op_names() const;
   OpSpec* find(const std::string& op);
 
  private:
