@@ -20,4 +20,8 @@ echo "layer tests rc=$?: $(tail -1 $OUT/layer_test.log)"
 # to the wrappers the race drop-in calls).
 TILECRAFT_CACHE_DIR=/tmp/tilecraft_cache timeout 200 scripts/python_tests.sh $B > $OUT/python_tests.log 2>&1
 echo "python tests rc=$?: $(tail -1 $OUT/python_tests.log)"
+timeout 200 $B/tilecraft bench --op fused_moe --workload mixtral-8x7b-T512 --warmup 2 --repeat 10 --trials 1 \
+  --vs-config group_m=1 --vs-config group_m=16 --vs-config gate_up_stages=3 --vs-config group_align=3 \
+  > $OUT/mixtral512.log 2>&1; echo "rc=$?"
+grep -hE "^\[|    (experts|kernel_only|cublas_per_expert|gate_up|down)(@vs[0-9]*)? +median|WRONG" $OUT/mixtral512.log | sed -E 's/ +\(.*//' | cut -c1-150
 cd $O && tar czf logs.tgz l
