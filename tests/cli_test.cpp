@@ -304,6 +304,27 @@ TEST(Cli, ShapesAnOpRefusesExit2) {
   EXPECT_NE(r.out.find("1 passed, 0 failed, 1 refused"), std::string::npos) << r.out;
 }
 
+// The CPU backend runs no kernel, but a --config value no kernel takes is
+// refused there too (resolved as sm_90a would take it with no GPU), naming
+// op and key; before, such a run passed on the CPU and failed on a GPU.
+// Values the kernels take still pass.
+TEST(Cli, ConfigValuesAreCheckedOnTheCpuBackend) {
+  for (const char* args : {"test --op moe_grouped_gemm --workload skewed-bm32 --config block_m=3",
+                           "bench --op moe_grouped_gemm --workload skewed-bm32 --config block_m=3 --repeat 1",
+                           "test --op fused_moe --workload odd-h-i --config gate_up_block_n=7",
+                           "test --op moe_reduce_fused --workload tiny --config vec=3"}) {
+    auto r = run(std::string(args) + " --backend cpu");
+    EXPECT_EQ(r.rc, 2) << args << ": " << r.out;
+    EXPECT_NE(r.out.find("REFUSED"), std::string::npos) << args << ": " << r.out;
+    EXPECT_NE(r.out.find("argument '"), std::string::npos) << args << ": " << r.out;
+  }
+  auto r = run("test --op moe_grouped_gemm --workload skewed-bm32 --config block_m=32 --backend cpu");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("checks its keys and values"), std::string::npos) << r.out;
+  r = run("test --op moe_reduce_fused --workload tiny --config vec=4 --backend cpu");
+  EXPECT_EQ(r.rc, 0) << r.out;
+}
+
 TEST(Cli, ListEnvInspect) {
   auto r = run("list");
   EXPECT_EQ(r.rc, 0);

@@ -385,8 +385,9 @@ struct Session {
     if (backend == DeviceType::kCPU && o.backend.empty())
       con.line(fmt::format("note: no CUDA device ({}); {} the CPU backend", env.no_gpu_reason, doing));
     if (backend == DeviceType::kCPU && !o.config.empty())  // (a PASS here says nothing of those kernels)
-      con.line("note: --config sets GPU kernel configs; the CPU backend checks its keys, not its values, and runs "
-               "no kernel");
+      con.line(
+          "note: --config sets GPU kernel configs; the CPU backend checks its keys and values as the GPU path "
+          "would take them (sm_90a where there is no GPU) but runs no kernel");
     if (backend == DeviceType::kCPU && !o.scopes.empty())
       con.line("note: --scopes picks the GPU timing's scopes; the CPU backend times the main line only");
   }

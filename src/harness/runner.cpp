@@ -101,6 +101,15 @@ std::string config_of(const Case& c, const RunOptions& o) {
   return s.empty() ? "no kernel (empty problem)" : s + " [" + o.compile.str() + "]";
 }
 
+// The record's "config" on the CPU backend. It runs no kernel, but a
+// --config is resolved as the GPU path would take it (this machine's GPU,
+// or sm_90a where there is none: what `tilecraft compile` lists), so a value
+// no kernel takes (block_m=3) is refused here as on a GPU, not passed.
+std::string cpu_config_of(const Case& c, const RunOptions& o) {
+  if (!o.config.empty()) (void)config_of(c, o);
+  return "cpu";
+}
+
 // Compares `got` with the golden, bitwise or allclose; fills the record.
 // Chunks run in parallel; each keeps its own first failure and maxima.
 }  // namespace
@@ -371,7 +380,7 @@ nlohmann::json run_correctness(const Case& c, DeviceType backend, const RunOptio
   r["golden"] = "cpu reference (" + c.op->tolerance.mode + ")";
   r["checked_mode"] = o.checked;
   try {
-    r["config"] = backend == DeviceType::kCUDA ? config_of(c, o) : "cpu";
+    r["config"] = backend == DeviceType::kCUDA ? config_of(c, o) : cpu_config_of(c, o);
     HostOutputs want(d);
     a.golden(d, want.views);
     std::map<std::string, HostTensor> got;
@@ -564,7 +573,7 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
         stream.sync();
       }
     } else {
-      r["config"] = "cpu";
+      r["config"] = cpu_config_of(c, o);
       HostOutputs h(d);
       HostInputs hin(d);
       t = time_cpu([&] { a.run(d, hin.views, h.views, backend, nullptr, o); }, ctx.timing);
