@@ -282,6 +282,14 @@ TEST(Cli, DegenerateRoutingShapesFailCleanly) {
         Refusal{"fused_moe", "T=3,K=6,H=64,I=32,E=16,n_group=4,topk_group=1,mode=sigmoid_grouped_topk,dtype=bf16",
                 "argument 'topk_group'"}})
     expect_refused(c, {std::string(c.op) + ": workload 'shape:"});
+  // The gate's settings are read strictly: renormalize=yes read as false and
+  // scale=2.5x as 2.5, and both cases passed.
+  for (const Refusal& c :
+       {Refusal{"moe_topk_gate", "T=3,K=2,E=8,renormalize=yes,dtype=fp32", "renormalize 'yes' is not true or false"},
+        Refusal{"fused_moe", "T=3,K=2,H=64,I=32,E=8,renormalize=1,dtype=bf16", "renormalize '1' is not true or false"},
+        Refusal{"moe_topk_gate", "T=3,K=2,E=8,scale=nan,dtype=fp32", "scale 'nan' is not a finite number"},
+        Refusal{"fused_moe", "T=3,K=2,H=64,I=32,E=8,scale=2.5x,dtype=bf16", "scale '2.5x' is not a finite number"}})
+    expect_refused(c, {std::string(c.op) + ": workload 'shape:"});
 }
 
 // Shapes an op's own validator refuses at run time (not the routing's, which

@@ -253,12 +253,8 @@ class FusedMoeAdapter final : public OpAdapter {
     if (scores != "fp32" && scores != "dtype") bad("router_scores '" + scores + "' is not fp32 or dtype");
     const bool kn = form == "per_expert", router = w.params.at("routing") == "router";
     const bool sigmoid = *gate_mode == ops::GateMode::kSigmoidGroupedTopk;
-    float scale = 1.f;
-    try {
-      scale = std::stof(w.params.at("scale"));
-    } catch (const std::exception&) {
-      bad("scale '" + w.params.at("scale") + "' is not a number");
-    }
+    const float scale = workload_number(kOp, w, "scale");
+    const bool renormalize = workload_flag(kOp, w, "renormalize");
     if (router)  // the layer's gate: a shape it cannot select from is refused here, not failed in the golden
       reference::check_moe_topk_gate_shape(fmt::format("{}: workload '{}'", kOp, w.name), E, K, sigmoid,
                                            int(s("n_group")), int(s("topk_group")));
@@ -308,7 +304,7 @@ class FusedMoeAdapter final : public OpAdapter {
                  {"touched", touched},
                  {"elem_bytes", double(dtype_size(dt))},
                  {"sigmoid", sigmoid ? 1.0 : 0.0},
-                 {"renormalize", w.params.at("renormalize") == "true" ? 1.0 : 0.0},
+                 {"renormalize", renormalize ? 1.0 : 0.0},
                  {"scale", double(scale)},
                  {"per_expert", kn ? 1.0 : 0.0},
                  {"routing_given", router ? 0.0 : 1.0},

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/moe/routing_gen.h"
 #include "tilecraft/error.h"
 #include "tilecraft/harness/op_adapter.h"
 #include "tilecraft/harness/random.h"
@@ -29,7 +30,7 @@ ops::MoeTopkGateParams params_of(const WorkloadSpec& w) {
                 fmt::format("{}: workload '{}': mode '{}' is not softmax_topk or sigmoid_grouped_topk", kOp, w.name,
                             w.params.at("mode")));
   p.mode = *mode;
-  p.renormalize = w.params.at("renormalize") == "true";
+  p.renormalize = workload_flag(kOp, w, "renormalize");
   p.n_group = int(w.symbols.at("n_group"));
   p.topk_group = int(w.symbols.at("topk_group"));
   const std::string& scores = w.params.at("scores");
@@ -38,12 +39,7 @@ ops::MoeTopkGateParams params_of(const WorkloadSpec& w) {
     throw Error(ErrorKind::kInvalidArgument,
                 fmt::format("{}: workload '{}': scores '{}' is not fp32, fp16 or bf16", kOp, w.name, scores));
   p.score_dtype = *sd;
-  try {
-    p.scale = std::stof(w.params.at("scale"));
-  } catch (const std::exception&) {
-    throw Error(ErrorKind::kInvalidArgument,
-                fmt::format("{}: workload '{}': scale '{}' is not a number", kOp, w.name, w.params.at("scale")));
-  }
+  p.scale = workload_number(kOp, w, "scale");
   return p;
 }
 

@@ -1,6 +1,8 @@
 // Routing generators shared by the MoE adapters.
 #include "ops/moe/routing_gen.h"
 
+#include <cmath>
+#include <cstdlib>
 #include <numeric>
 #include <vector>
 
@@ -44,6 +46,24 @@ void fill_routing_ids(const char* kOp, const WorkloadSpec& w, uint64_t seed, int
         ids[t * K + k] = (random_bits(seed, 3, uint64_t(t * K + k)) & 1) ? -1 : int32_t(E + k);
     }
   }
+}
+
+bool workload_flag(const char* op, const WorkloadSpec& w, const std::string& key) {
+  const std::string& v = w.params.at(key);
+  if (v != "true" && v != "false")
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("{}: workload '{}': {} '{}' is not true or false", op, w.name, key, v));
+  return v == "true";
+}
+
+float workload_number(const char* op, const WorkloadSpec& w, const std::string& key) {
+  const std::string& v = w.params.at(key);
+  char* end = nullptr;
+  const double x = v.empty() ? NAN : std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !std::isfinite(x) || !std::isfinite(float(x)))
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("{}: workload '{}': {} '{}' is not a finite number", op, w.name, key, v));
+  return float(x);
 }
 
 }  // namespace tilecraft::harness
