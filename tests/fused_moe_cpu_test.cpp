@@ -747,3 +747,68 @@ TEST(LaunchCounters, BlocksAreConsecutiveAndNeverWrap) {
   TC_EXPECT_ERROR(s.next(true, "fused_moe", Slots::kMaxBlockPairs), ErrorKind::kInvalidArgument, "fused_moe", "stream",
                   "while capturing");
 }
+
+// Stacked weights whose experts lie apart are taken as they lie: gate and up
+// as the views w13[:, :I] and w13[:, I:] of one fused [E, 2I, H] tensor, down
+// as the first H rows of [E, H + 8, I] (the rows left out hold huge values),
+// give the bits of contiguous copies, in the layer and in the grouped GEMM
+// alone. Views the kernels cannot step through are refused, naming the
+// argument: gate and up apart by different strides, experts overlapping,
+// rows apart within an expert.
+TEST(FusedMoeCpu, StackedWeightsMayLieApart) {
+  const int64_t T = 7, H = 64, I = 32, E = 6, K = 2;
+  const DType dt = DType::kBF16;
+  HostTensor x(dt, {T, H}), wr(dt, {E, H}), wg(dt, {E, I, H}), wu(dt, {E, I, H}), wd(dt, {E, H, I});
+  uint64_t stream = 1;
+  for (HostTensor* t : {&x, &wr, &wg, &wu, &wd}) harness::fill_uniform(t->view(), 41, stream++, -0.5f, 0.5f);
+  const HostTensor w13 = fuse_gate_up(wg, wu), wd_big = pad_expert_rows(wd, 8);
+  const auto [gate, up] = gate_up_views(w13.view());
+  const TensorView down = first_rows_view(wd_big.view(), H);
+  ops::FusedMoeParams p;
+  p.top_k = int(K);
+  p.gate.renormalize = true;
+  HostTensor want(dt, {T, H}), got(dt, {T, H});
+  std::memset(got.data(), 0xff, got.nbytes());
+  ops::fused_moe_cpu(stacked_layer_args(x.view(), wr.view(), wg.view(), wu.view(), wd.view(), want.view()), p);
+  ops::fused_moe_cpu(stacked_layer_args(x.view(), wr.view(), gate, up, down, got.view()), p);
+  double mass = 0;
+  for (int64_t i = 0; i < T * H; ++i) mass += std::fabs(load_as_double(want.data(), dt, size_t(i)));
+  EXPECT_GT(mass, 1.0) << "the reference output is (nearly) zero";
+  EXPECT_EQ(std::memcmp(want.data(), got.data(), want.nbytes()), 0) << "the layer on views";
+
+  // The grouped GEMM alone: the gated projection of every token on expert e = t % E.
+  HostTensor tiles(DType::kI32, {T}), g_want(DType::kF32, {T, I}), g_got(DType::kF32, {T, I});
+  for (int64_t t = 0; t < T; ++t) tiles.ptr<int32_t>()[t] = int32_t(t % E);
+  ops::MoeGroupedGemmArgs g;
+  g.a = x.view();
+  g.tile_expert = tiles.view();
+  g.w.stacked = wg.view();
+  g.w_up = ops::ExpertWeights{};
+  g.w_up->stacked = wu.view();
+  g.out = g_want.view();
+  ops::moe_grouped_gemm_cpu(g);
+  g.w.stacked = gate;
+  g.w_up->stacked = up;
+  g.out = g_got.view();
+  std::memset(g_got.data(), 0xff, g_got.nbytes());
+  ops::moe_grouped_gemm_cpu(g);
+  EXPECT_EQ(std::memcmp(g_want.data(), g_got.data(), g_want.nbytes()), 0) << "the grouped GEMM on views";
+
+  auto layer = [&](TensorView g_view, TensorView u_view) {
+    ops::fused_moe_cpu(stacked_layer_args(x.view(), wr.view(), g_view, u_view, wd.view(), got.view()), p);
+  };
+  TC_EXPECT_ERROR(layer(gate, wu.view()), ErrorKind::kInvalidArgument, "fused_moe", "'w_up'",
+                  "the expert stride of w_gate (4096 elements)", "2048 elements");
+  TensorView overlap = gate;
+  overlap.strides = Shape{I * H / 2, H, 1};
+  TC_EXPECT_ERROR(layer(overlap, overlap), ErrorKind::kInvalidArgument, "fused_moe", "'w_gate'",
+                  "first stride >= rows * cols", "strides [1024, 64, 1]");
+  TensorView gaps = first_rows_view(w13.view(), I / 2);  // half the rows, one row in two
+  gaps.shape = Shape{E, I, H / 2};
+  gaps.strides = Shape{2 * I * H, H, 1};
+  TC_EXPECT_ERROR(layer(gaps, gaps), ErrorKind::kInvalidArgument, "fused_moe", "'w_gate'", "row-major expert matrices");
+  g.w.stacked = gate;
+  g.w_up->stacked = wu.view();
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_cpu(g), ErrorKind::kInvalidArgument, "moe_grouped_gemm", "'w_up'",
+                  "the expert stride of w (4096 elements)", "2048 elements");
+}

@@ -4,7 +4,9 @@
 // listings read shapes and alignment only, so these views point at an
 // aligned address that is never dereferenced).
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
+#include <utility>
 
 #include "tilecraft/ops/fused_moe.h"
 #include "tilecraft/tensor.h"
@@ -37,6 +39,48 @@ inline ops::FusedMoeArgs shape_only_layer(int64_t T, int64_t E, int64_t H, int64
   auto view = [](std::initializer_list<int64_t> shape) { return shape_only(DType::kBF16, Shape(shape)); };
   return stacked_layer_args(view({T, H}), view({E, H}), view({E, I, H}), view({E, I, H}), view({E, H, I}),
                             view({T, H}));
+}
+
+// One fused gate/up tensor [E, 2I, H] on the host, each expert's gate rows
+// then its up rows (as vLLM and SGLang keep w13), from gate and up [E, I, H].
+inline HostTensor fuse_gate_up(const HostTensor& gate, const HostTensor& up) {
+  const int64_t E = gate.shape()[0], I = gate.shape()[1], H = gate.shape()[2];
+  HostTensor f(gate.dtype(), {E, 2 * I, H});
+  const size_t m = size_t(I * H) * dtype_size(gate.dtype());
+  for (int64_t e = 0; e < E; ++e) {
+    std::memcpy(static_cast<char*>(f.data()) + size_t(2 * e) * m, static_cast<const char*>(gate.data()) + size_t(e) * m,
+                m);
+    std::memcpy(static_cast<char*>(f.data()) + size_t(2 * e + 1) * m,
+                static_cast<const char*>(up.data()) + size_t(e) * m, m);
+  }
+  return f;
+}
+
+// The views w13[:, :I] and w13[:, I:] of a fused tensor [E, 2I, H]: stacked
+// [E, I, H] matrices 2IH elements apart.
+inline std::pair<TensorView, TensorView> gate_up_views(const TensorView& w13) {
+  const int64_t E = w13.shape[0], I = w13.shape[1] / 2, H = w13.shape[2];
+  const Shape shape{E, I, H}, strides{2 * I * H, H, 1};
+  return {TensorView(w13.data, w13.dtype, shape, strides, w13.device),
+          TensorView(static_cast<char*>(w13.data) + size_t(I * H) * dtype_size(w13.dtype), w13.dtype, shape, strides,
+                     w13.device)};
+}
+
+// Expert matrices [E, R, C] copied into the first R rows of [E, R + pad, C]
+// (host), and the view of those rows: experts (R + pad) * C elements apart.
+inline HostTensor pad_expert_rows(const HostTensor& w, int64_t pad) {
+  const int64_t E = w.shape()[0], R = w.shape()[1], C = w.shape()[2];
+  HostTensor big(w.dtype(), {E, R + pad, C});
+  std::memset(big.data(), 0x7f, big.nbytes());  // rows the view leaves out: large values, should any be read
+  const size_t m = size_t(R * C) * dtype_size(w.dtype()), stride = size_t((R + pad) * C) * dtype_size(w.dtype());
+  for (int64_t e = 0; e < E; ++e)
+    std::memcpy(static_cast<char*>(big.data()) + size_t(e) * stride, static_cast<const char*>(w.data()) + size_t(e) * m,
+                m);
+  return big;
+}
+inline TensorView first_rows_view(const TensorView& big, int64_t rows) {
+  return TensorView(big.data, big.dtype, Shape{big.shape[0], rows, big.shape[2]},
+                    Shape{big.shape[1] * big.shape[2], big.shape[2], 1}, big.device);
 }
 
 }  // namespace tilecraft::test

@@ -4,8 +4,11 @@
 
 namespace tilecraft::ops {
 
-void check_tensor(const TensorView& t, const char* op, const char* arg, std::initializer_list<DType> dtypes, int rank,
-                  DeviceType backend) {
+namespace {
+// Every check of check_tensor; `experts_apart`: a 3-D tensor whose first
+// stride may exceed the matrix size (check_stacked_experts).
+void check_layout(const TensorView& t, const char* op, const char* arg, std::initializer_list<DType> dtypes, int rank,
+                  DeviceType backend, bool experts_apart) {
   bool ok = false;
   for (DType d : dtypes) ok |= d == t.dtype;
   if (!ok) {
@@ -14,14 +17,32 @@ void check_tensor(const TensorView& t, const char* op, const char* arg, std::ini
     throw_arg_error(ErrorKind::kType, op, arg, "dtype " + allowed, t.describe());
   }
   TC_CHECK_ARG(t.ndim() == rank, op, arg, fmt::format("a {}-D tensor", rank), t.describe());
-  TC_CHECK_ARG(t.is_contiguous(), op, arg, "a contiguous (row-major) tensor",
-               t.describe() + " with strides " + t.strides.str());
+  if (experts_apart) {
+    const TensorView one(t.data, t.dtype, Shape{t.shape[1], t.shape[2]}, Shape{t.strides[1], t.strides[2]}, t.device);
+    TC_CHECK_ARG(one.is_contiguous() && (t.shape[0] <= 1 || t.strides[0] >= t.shape[1] * t.shape[2]), op, arg,
+                 "row-major expert matrices, one after another or apart (first stride >= rows * cols)",
+                 t.describe() + " with strides " + t.strides.str());
+  } else {
+    TC_CHECK_ARG(t.is_contiguous(), op, arg, "a contiguous (row-major) tensor",
+                 t.describe() + " with strides " + t.strides.str());
+  }
   TC_CHECK_ARG(t.data != nullptr || t.numel() == 0, op, arg, "a tensor with storage", "a null data pointer");
   TC_CHECK_ARG(t.device.type == backend, op, arg, backend == DeviceType::kCUDA ? "a CUDA tensor" : "a CPU tensor",
                t.describe());
   TC_CHECK_ARG(reinterpret_cast<uintptr_t>(t.data) % dtype_size(t.dtype) == 0, op, arg,
                fmt::format("data aligned to its element size ({} bytes)", dtype_size(t.dtype)),
                fmt::format("address {}", t.data));
+}
+}  // namespace
+
+void check_tensor(const TensorView& t, const char* op, const char* arg, std::initializer_list<DType> dtypes, int rank,
+                  DeviceType backend) {
+  check_layout(t, op, arg, dtypes, rank, backend, false);
+}
+
+void check_stacked_experts(const TensorView& t, const char* op, const char* arg, std::initializer_list<DType> dtypes,
+                           DeviceType backend) {
+  check_layout(t, op, arg, dtypes, 3, backend, true);
 }
 
 void check_tensor(const TensorView& t, const char* op, const char* arg, std::initializer_list<DType> dtypes,

@@ -13,5 +13,10 @@ void check_tensor(const TensorView& t, const char* op, const char* arg, std::ini
 // The same, and the exact shape.
 void check_tensor(const TensorView& t, const char* op, const char* arg, std::initializer_list<DType> dtypes,
                   const Shape& shape, DeviceType backend);
+// Stacked expert matrices [E, rows, cols]: as check_tensor for a 3-D tensor,
+// except that the experts may lie apart (first stride at least rows * cols,
+// the matrices not overlapping); each matrix itself row-major.
+void check_stacked_experts(const TensorView& t, const char* op, const char* arg, std::initializer_list<DType> dtypes,
+                           DeviceType backend);
 
 }  // namespace tilecraft::ops

@@ -28,11 +28,20 @@ enum class WeightLayout { kNK, kKN };  // per expert: [N, K] (nn.Linear) or [K, 
 const char* weight_layout_name(WeightLayout l);
 
 struct ExpertWeights {
-  std::optional<TensorView> stacked;  // [E, N, K] or [E, K, N]
+  // [E, N, K] or [E, K, N]. Each expert's matrix row-major; the experts may
+  // lie apart (first stride >= N * K), so a view such as w13[:, :I] and
+  // w13[:, I:] of a fused gate/up tensor [E, 2I, H] is taken as it is.
+  std::optional<TensorView> stacked;
   std::vector<TensorView> per_expert; // E tensors [N, K] or [K, N] (used when `stacked` is empty)
   WeightLayout layout = WeightLayout::kNK;
 
   int64_t num_experts() const { return stacked ? stacked->shape[0] : int64_t(per_expert.size()); }
+  // Elements from one expert's matrix to the next in `stacked` (0 without
+  // it; the matrix size for one expert, whose first stride means nothing).
+  int64_t expert_stride() const {
+    if (!stacked) return 0;
+    return stacked->shape[0] > 1 ? stacked->strides[0] : stacked->shape[1] * stacked->shape[2];
+  }
 };
 
 struct MoeGroupedGemmArgs {

@@ -60,6 +60,9 @@ std::string decode_split_blocker(const FusedMoeArgs& a, int64_t T, int64_t H, in
   if (T != 1) return fmt::format("T = {} (one token only)", T);
   if (!a.w_gate.stacked || !a.w_up.stacked || !a.w_down.stacked || a.w_gate.layout != WeightLayout::kNK)
     return "per-expert or [K, N] weights (stacked [E, N, K] only)";
+  // Its streams walk each projection's experts as one run of rows.
+  if (a.w_gate.expert_stride() != I * H || a.w_up.expert_stride() != I * H || a.w_down.expert_stride() != H * I)
+    return "stacked weights whose experts lie apart (a strided view: contiguous [E, N, K] only)";
   if (H % 8 || H > 8192) return fmt::format("H = {} (a multiple of 8, at most 8192)", H);
   return width_blocker(H, I);
 }

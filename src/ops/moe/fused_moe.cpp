@@ -33,7 +33,7 @@ void check_expert_set(const ExpertWeights& w, const char* arg, int64_t E, DType 
                "no tensors");
   TC_CHECK_ARG(w.num_experts() == E, kOp, arg, fmt::format("{} experts (rows of w_router)", E),
                fmt::format("{} experts", w.num_experts()));
-  if (w.stacked) check_tensor(*w.stacked, kOp, arg, {dt}, 3, backend);
+  if (w.stacked) check_stacked_experts(*w.stacked, kOp, arg, {dt}, backend);
   for (size_t e = 0; e < w.per_expert.size(); ++e) {
     const std::string name = fmt::format("{}[{}]", arg, e);
     check_tensor(w.per_expert[e], kOp, name.c_str(), {dt}, 2, backend);
@@ -234,7 +234,7 @@ std::string decode_blocker(const FusedMoeArgs& a, const Dims& d, const FusedMoeO
   if (o.gate_up.block_m || o.down.block_m) return "a block_m override (the mapped path's tile height)";
   bool ok = aligned16(a.x.data) && aligned16(a.out.data);
   for (const ExpertWeights* w : {&a.w_gate, &a.w_up, &a.w_down}) {
-    if (w->stacked) ok = ok && aligned16(w->stacked->data);
+    if (w->stacked) ok = ok && aligned16(w->stacked->data) && w->expert_stride() * 2 % 16 == 0;
     for (auto& t : w->per_expert) ok = ok && aligned16(t.data);
   }
   return ok ? "" : "tensors not 16-byte aligned";
@@ -430,6 +430,11 @@ void validate_fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, DeviceTy
                fmt::format("{} per expert in the {} layout (as w_gate)", shape_str(gate_want),
                            weight_layout_name(a.w_gate.layout)),
                fmt::format("{} in the {} layout", shape_str(expert_shape(a.w_up)), weight_layout_name(a.w_up.layout)));
+  // One grouped GEMM reads gate and up, stepping both by one expert stride
+  // (views w13[:, :I] and w13[:, I:] of a fused [E, 2I, H] tensor share it).
+  TC_CHECK_ARG(a.w_up.expert_stride() == a.w_gate.expert_stride(), kOp, "w_up",
+               fmt::format("the expert stride of w_gate ({} elements)", a.w_gate.expert_stride()),
+               fmt::format("{} elements", a.w_up.expert_stride()));
   TC_CHECK_ARG(a.w_down.layout == a.w_gate.layout && expert_shape(a.w_down) == down_want, kOp, "w_down",
                fmt::format("{} per expert in the {} layout (as w_gate)", shape_str(down_want),
                            weight_layout_name(a.w_gate.layout)),
@@ -702,7 +707,7 @@ void fused_moe_cpu(const FusedMoeArgs& a, const FusedMoeParams& p) {
     const bool kn = w.layout == WeightLayout::kKN;
     for (int64_t e = 0; e < d.E; ++e) {
       const TensorView& t = w.stacked ? *w.stacked : w.per_expert[size_t(e)];
-      const size_t base = w.stacked ? size_t(e * out_dim * in_dim) : 0;
+      const size_t base = w.stacked ? size_t(e * w.expert_stride()) : 0;
       for (int64_t o = 0; o < out_dim; ++o)
         for (int64_t i = 0; i < in_dim; ++i)
           s[size_t((e * out_dim + o) * in_dim + i)] =

@@ -52,6 +52,10 @@ void validate_moe_grouped_gemm(const MoeGroupedGemmArgs& a, DeviceType backend) 
     TC_CHECK_ARG(a.w_up->layout == a.w.layout && a.w_up->stacked.has_value() == a.w.stacked.has_value(), kOp, "w_up",
                  "the layout and form (stacked or per expert) of w",
                  fmt::format("{} {}", weight_layout_name(a.w_up->layout), a.w_up->stacked ? "stacked" : "per expert"));
+    // The kernels step both matrices by one stride (w13[:, :I] and w13[:, I:] share theirs).
+    TC_CHECK_ARG(a.w_up->expert_stride() == a.w.expert_stride(), kOp, "w_up",
+                 fmt::format("the expert stride of w ({} elements)", a.w.expert_stride()),
+                 fmt::format("{} elements", a.w_up->expert_stride()));
   }
   if (a.a_index) {
     check_tensor(*a.a_index, kOp, "a_index", {DType::kI32}, Shape{M}, backend);
@@ -258,7 +262,7 @@ void launch_tma(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c, cons
     for (int m = 0; m < 2 && w[m]; ++m) {
       if (w[m]->stacked)
         encode_weight_map(L.map[m][0], w[m]->stacked->data, a.a.dtype, a.w.layout, N, K, w[m]->num_experts(),
-                          matrix_bytes, c.block_n);
+                          w[m]->expert_stride() * 2, c.block_n);
       else
         for (size_t e = 0; e < w[m]->per_expert.size(); ++e)
           encode_weight_map(L.map[m][e], w[m]->per_expert[e].data, a.a.dtype, a.w.layout, N, K, 1, matrix_bytes,
@@ -449,17 +453,17 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   if (table == 0) {
     p.b[0] = a.w.stacked->data;
     p.b[1] = a.w_up ? a.w_up->stacked->data : nullptr;
-    p.b_expert_stride = N * K;
+    p.b_expert_stride = a.w.expert_stride();  // (w_up's is the same: checked)
     tc::moe::GroupedGemmLaunch<1> L{p, {}};
     launch_main(&L);
     return;
   }
   auto fill = [&](auto& L) {
     L.p = p;
-    const auto w = bases(a.w, N, K);
+    const auto w = bases(a.w);
     for (size_t e = 0; e < w.size(); ++e) L.table.ptr[0][e] = w[e];
     if (a.w_up) {
-      const auto u = bases(*a.w_up, N, K);
+      const auto u = bases(*a.w_up);
       for (size_t e = 0; e < u.size(); ++e) L.table.ptr[1][e] = u[e];
     }
     launch_main(&L);
@@ -477,8 +481,8 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
 void moe_grouped_gemm_cpu(const MoeGroupedGemmArgs& a) {
   validate_moe_grouped_gemm(a, DeviceType::kCPU);
   const int64_t M = layout_rows(a), N = a.out.shape[1], K = a.a.shape[1], S = a.combine;
-  const auto w = bases(a.w, N, K);
-  const auto u = a.w_up ? bases(*a.w_up, N, K) : std::vector<const void*>();
+  const auto w = bases(a.w);
+  const auto u = a.w_up ? bases(*a.w_up) : std::vector<const void*>();
   reference::MoeGroupedGemmRef r{};
   const TensorView A = a.a;
   r.load_a = [A, K](int64_t src, float* row) {

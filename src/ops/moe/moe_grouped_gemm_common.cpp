@@ -30,7 +30,9 @@ bool vector_ok(const MoeGroupedGemmArgs& a) {
   if (K % 8 || !aligned16(a.a.data) || !aligned16(a.out.data) || N % (a.w.layout == WeightLayout::kKN ? 8 : 2))
     return false;
   auto weights_ok = [&](const ExpertWeights& w) {
-    if (w.stacked) return aligned16(w.stacked->data);
+    // (stacked: every expert's base, so the stride between them too)
+    if (w.stacked)
+      return aligned16(w.stacked->data) && w.expert_stride() * int64_t(dtype_size(w.stacked->dtype)) % 16 == 0;
     for (auto& t : w.per_expert)
       if (!aligned16(t.data)) return false;
     return true;
@@ -68,7 +70,7 @@ void check_weights(const ExpertWeights& w, const char* arg, DType dtype, int64_t
   const Shape one = kn ? Shape{K, N} : Shape{N, K};
   const std::string want_one = kn ? fmt::format("[K, N] = [{}, {}]", K, N) : fmt::format("[N, K] = [{}, {}]", N, K);
   if (w.stacked) {
-    check_tensor(*w.stacked, kOp, arg, {dtype}, 3, backend);
+    check_stacked_experts(*w.stacked, kOp, arg, {dtype}, backend);
     const int64_t E = w.stacked->shape[0];
     TC_CHECK_ARG(E >= 1 && w.stacked->shape == Shape({E, one[0], one[1]}), kOp, arg,
                  fmt::format("stacked experts [E, {}, {}] ({} layout, {} per expert)", one[0], one[1],
@@ -87,12 +89,13 @@ void check_weights(const ExpertWeights& w, const char* arg, DType dtype, int64_t
   }
 }
 
-std::vector<const void*> bases(const ExpertWeights& w, int64_t N, int64_t K) {
+std::vector<const void*> bases(const ExpertWeights& w) {
   std::vector<const void*> out;
   const int64_t E = w.num_experts();
   for (int64_t e = 0; e < E; ++e) {
     if (w.stacked)
-      out.push_back(static_cast<const char*>(w.stacked->data) + e * N * K * int64_t(dtype_size(w.stacked->dtype)));
+      out.push_back(static_cast<const char*>(w.stacked->data) +
+                    e * w.expert_stride() * int64_t(dtype_size(w.stacked->dtype)));
     else
       out.push_back(w.per_expert[size_t(e)].data);
   }

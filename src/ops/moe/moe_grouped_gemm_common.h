@@ -29,7 +29,7 @@ int launch_table(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c);
 int smem_bytes(const MoeGroupedGemmConfig& c, bool dual);
 void check_weights(const ExpertWeights& w, const char* arg, DType dtype, int64_t N, int64_t K, DeviceType backend);
 // Each expert's matrix base address.
-std::vector<const void*> bases(const ExpertWeights& w, int64_t N, int64_t K);
+std::vector<const void*> bases(const ExpertWeights& w);
 
 // The bulk decode kernels' shared memory (grouped_gemv_bulk.cuh): two
 // buffers of an output row's A rows (one x row gated, else one h row per
