@@ -123,6 +123,21 @@ def test_fused_moe_layer_and_object(rng):
     np.testing.assert_array_equal(layer(x), out)
 
 
+def test_fused_moe_takes_a_fused_gate_up_tensor_as_views(rng):
+    # vLLM and SGLang keep gate and up as one w13 [E, 2I, H]: its halves go in as views, no copy.
+    H, I, E, K = 64, 32, 8, 2
+    x = rng.standard_normal((9, H)).astype(np.float16)
+    wr = (rng.standard_normal((E, H)) / 8).astype(np.float16)
+    w13 = (rng.standard_normal((E, 2 * I, H)) / 8).astype(np.float16)
+    wd = (rng.standard_normal((E, H, I)) / 6).astype(np.float16)
+    ref = tilecraft.fused_moe(x, wr, np.ascontiguousarray(w13[:, :I]), np.ascontiguousarray(w13[:, I:]), wd, K)
+    np.testing.assert_array_equal(tilecraft.fused_moe(x, wr, w13[:, :I], w13[:, I:], wd, K), ref)
+    with pytest.raises(ValueError, match="fused_moe.*'w_up'.*expert stride of w_gate"):
+        tilecraft.fused_moe(x, wr, w13[:, :I], np.ascontiguousarray(w13[:, I:]), wd, K)
+    with pytest.raises(ValueError, match="fused_moe.*'w_gate'.*row-major expert matrices"):
+        tilecraft.fused_moe(x, wr, w13[:, :I, ::2], w13[:, I:, ::2], wd, K)
+
+
 def test_fused_moe_config_keys_are_checked(rng):
     H, I, E, K = 64, 32, 8, 2
     x = rng.standard_normal((1, H)).astype(np.float16)

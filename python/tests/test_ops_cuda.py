@@ -36,6 +36,19 @@ def test_decode_path_and_mapped_path_agree():
     assert not torch.equal(dec, torch.zeros_like(dec))
 
 
+def test_fused_gate_up_views_keep_the_bits():
+    # w13 [E, 2I, H] as vLLM keeps it: its halves as views give the bits of contiguous copies
+    # (prefill and decode paths).
+    for T in (300, 1):
+        x, wr, wg, wu, wd, K = (t.cuda() if hasattr(t, "cuda") else t for t in _layer(T=T, E=32))
+        w13 = torch.cat([wg, wu], dim=1)
+        I = wg.shape[1]
+        ref = tilecraft.fused_moe(x, wr, w13[:, :I].contiguous(), w13[:, I:].contiguous(), wd, K)
+        got = tilecraft.fused_moe(x, wr, w13[:, :I], w13[:, I:], wd, K)
+        assert torch.equal(got, ref), f"T = {T}"
+        assert not torch.equal(ref, torch.zeros_like(ref))
+
+
 def _both(fn, *tensors, **kw):
     """fn on CPU tensors and on their CUDA copies; results as CPU tensors."""
     cpu = fn(*tensors, **kw)
