@@ -266,7 +266,8 @@ def fused_moe(x: Tensor, w_router: Tensor, w_gate: Tensor | Sequence[Tensor], w_
               workspace: "_C.Workspace | None" = None, config: dict[str, int] | None = None) -> Tensor:
     """The routed-experts MoE layer on x [..., H]. Weights per expert: 'nk' gate/up [I, H], down
     [H, I] (nn.Linear); 'kn' gate/up [H, I], down [I, H] (the race's), stacked or one tensor per
-    expert. routing=(ids, weights) skips the router and gate. ids=/weights= receive the routing.
+    expert. Stacked experts may lie apart: a fused gate/up w13 [E, 2I, H] goes in as the views
+    w13[:, :I] and w13[:, I:], no copy. routing=(ids, weights) skips the router and gate. ids=/weights= receive the routing.
     score_dtype: see moe_topk_gate (the race's router runs in fp16: pass 'float16').
     config: overrides, as the CLI's --config for fused_moe: 'decode' (1 = the decode path, 0 =
     the mapped path), 'mapping_blocks', 'router_split', moe_grouped_gemm keys for both
