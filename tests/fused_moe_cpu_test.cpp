@@ -762,7 +762,7 @@ TEST(FusedMoeCpu, StackedWeightsMayLieApart) {
   uint64_t stream = 1;
   for (HostTensor* t : {&x, &wr, &wg, &wu, &wd}) harness::fill_uniform(t->view(), 41, stream++, -0.5f, 0.5f);
   const HostTensor w13 = fuse_gate_up(wg, wu), wd_big = pad_expert_rows(wd, 8);
-  const auto [gate, up] = gate_up_views(w13.view());
+  const auto [gate, up] = ops::gate_up_views(w13.view());
   const TensorView down = first_rows_view(wd_big.view(), H);
   ops::FusedMoeParams p;
   p.top_k = int(K);

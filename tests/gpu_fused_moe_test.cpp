@@ -516,7 +516,7 @@ TEST(GpuFusedMoe, StackedWeightsApartKeepTheBits) {
     Layer L(T, 32, 4, 80 + uint64_t(T));
     const DeviceTensor w13 = DeviceTensor::from_host(test::fuse_gate_up(L.wg.to_host(), L.wu.to_host()));
     const DeviceTensor wd_big = DeviceTensor::from_host(test::pad_expert_rows(L.wd.to_host(), 8));
-    const auto [gate, up] = test::gate_up_views(w13.view());
+    const auto [gate, up] = ops::gate_up_views(w13.view());
     ops::FusedMoeArgs views = L.args();
     views.w_gate.stacked = gate;
     views.w_up.stacked = up;

@@ -56,16 +56,6 @@ inline HostTensor fuse_gate_up(const HostTensor& gate, const HostTensor& up) {
   return f;
 }
 
-// The views w13[:, :I] and w13[:, I:] of a fused tensor [E, 2I, H]: stacked
-// [E, I, H] matrices 2IH elements apart.
-inline std::pair<TensorView, TensorView> gate_up_views(const TensorView& w13) {
-  const int64_t E = w13.shape[0], I = w13.shape[1] / 2, H = w13.shape[2];
-  const Shape shape{E, I, H}, strides{2 * I * H, H, 1};
-  return {TensorView(w13.data, w13.dtype, shape, strides, w13.device),
-          TensorView(static_cast<char*>(w13.data) + size_t(I * H) * dtype_size(w13.dtype), w13.dtype, shape, strides,
-                     w13.device)};
-}
-
 // Expert matrices [E, R, C] copied into the first R rows of [E, R + pad, C]
 // (host), and the view of those rows: experts (R + pad) * C elements apart.
 inline HostTensor pad_expert_rows(const HostTensor& w, int64_t pad) {

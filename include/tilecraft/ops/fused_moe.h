@@ -7,10 +7,11 @@
 // Deterministic: no atomics anywhere, so equal inputs give equal bits.
 // Spec: shared ops/fused_moe.md.
 #include <cuda.h>
-#include <map>
 
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tilecraft/ops/moe_grouped_gemm.h"
@@ -169,5 +170,11 @@ std::vector<jit::KernelSpec> fused_moe_kernel_specs(const FusedMoeArgs& a, const
 void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, FusedMoeWorkspace* ws = nullptr,
                const FusedMoeOptions& o = {});
 void fused_moe_cpu(const FusedMoeArgs& a, const FusedMoeParams& p);
+
+// The gate and up halves of a fused gate/up tensor w13 [E, 2I, H] (each
+// expert's gate rows, then its up rows, as vLLM and SGLang keep them): the
+// views w13[:, :I] and w13[:, I:], stacked [E, I, H] matrices 2IH elements
+// apart, to pass as FusedMoeArgs::w_gate / w_up as they are (no copy).
+std::pair<TensorView, TensorView> gate_up_views(const TensorView& w13);
 
 }  // namespace tilecraft::ops

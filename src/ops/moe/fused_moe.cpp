@@ -744,4 +744,15 @@ void fused_moe_cpu(const FusedMoeArgs& a, const FusedMoeParams& p) {
   if (a.weights && !p.given_routing) std::copy(w.begin(), w.end(), a.weights->ptr<float>());
 }
 
+std::pair<TensorView, TensorView> gate_up_views(const TensorView& w13) {
+  TC_CHECK_ARG(w13.ndim() == 3 && w13.shape[1] % 2 == 0, kOp, "w13", "a fused gate/up tensor [E, 2I, H]",
+               w13.describe());
+  const int64_t E = w13.shape[0], I = w13.shape[1] / 2, H = w13.shape[2];
+  const Shape shape{E, I, H}, strides{w13.strides[0], w13.strides[1], w13.strides[2]};
+  const TensorView gate(w13.data, w13.dtype, shape, strides, w13.device);
+  const TensorView up(static_cast<char*>(w13.data) + I * w13.strides[1] * int64_t(dtype_size(w13.dtype)), w13.dtype,
+                      shape, strides, w13.device);
+  return {gate, up};
+}
+
 }  // namespace tilecraft::ops

@@ -70,8 +70,14 @@ ops::FusedMoeArgs args_of(const CaseData& d, const Tensors& in, const Tensors& o
   ops::FusedMoeArgs a;
   a.x = in.at("x");
   a.w_router = in.at("w_router");
-  a.w_gate = expert_set(in.at("w_gate"), split);
-  a.w_up = expert_set(in.at("w_up"), split);
+  if (sym(d, "fused_gate_up")) {  // weights: fused, one w13 [E, 2I, H] taken as two views
+    const auto [gate, up] = ops::gate_up_views(in.at("w_gate_up"));
+    a.w_gate.stacked = gate;
+    a.w_up.stacked = up;
+  } else {
+    a.w_gate = expert_set(in.at("w_gate"), split);
+    a.w_up = expert_set(in.at("w_up"), split);
+  }
   a.w_down = expert_set(in.at("w_down"), split);
   if (auto it = in.find("bias"); it != in.end()) a.bias = it->second;
   a.out = out.at("out");
@@ -167,8 +173,15 @@ struct ExpertCache {
         load_generated_expert(d.generated.at(name), d.seed, e, N, K, L.kn, m.data());
         return m;
       };
-      gate[e] = load("w_gate", L.I, L.H);
-      up[e] = load("w_up", L.I, L.H);
+      if (d.generated.count("w_gate_up")) {  // [2I, H] per expert: gate rows, then up rows
+        std::vector<float> both = load("w_gate_up", 2 * L.I, L.H);
+        const auto half = both.begin() + L.I * L.H;
+        gate[e].assign(both.begin(), half);
+        up[e].assign(half, both.end());
+      } else {
+        gate[e] = load("w_gate", L.I, L.H);
+        up[e] = load("w_up", L.I, L.H);
+      }
       down[e] = load("w_down", L.H, L.I);
     }
   }
@@ -248,10 +261,11 @@ class FusedMoeAdapter final : public OpAdapter {
     };
     if (!gate_mode) bad("mode '" + w.params.at("mode") + "' is not softmax_topk or sigmoid_grouped_topk");
     const std::string& form = w.params.at("weights");
-    if (form != "stacked" && form != "per_expert") bad("weights '" + form + "' is not stacked or per_expert");
+    if (form != "stacked" && form != "per_expert" && form != "fused")
+      bad("weights '" + form + "' is not stacked, per_expert or fused");
     const std::string& scores = w.params.at("router_scores");
     if (scores != "fp32" && scores != "dtype") bad("router_scores '" + scores + "' is not fp32 or dtype");
-    const bool kn = form == "per_expert", router = w.params.at("routing") == "router";
+    const bool kn = form == "per_expert", fused = form == "fused", router = w.params.at("routing") == "router";
     const bool sigmoid = *gate_mode == ops::GateMode::kSigmoidGroupedTopk;
     const float scale = workload_number(kOp, w, "scale");
     const bool renormalize = workload_flag(kOp, w, "renormalize");
@@ -265,8 +279,12 @@ class FusedMoeAdapter final : public OpAdapter {
     d.generated["x"] = {dt, {T, H}, kX, -r3, r3};
     d.generated["w_router"] = {dt, {E, H}, kRouter, -sd(H), sd(H)};
     const Shape gate_shape = kn ? Shape{E, H, I} : Shape{E, I, H}, down_shape = kn ? Shape{E, I, H} : Shape{E, H, I};
-    d.generated["w_gate"] = {dt, gate_shape, kGate, -sd(I), sd(I)};
-    d.generated["w_up"] = {dt, gate_shape, kUp, -sd(I), sd(I)};
+    if (fused) {
+      d.generated["w_gate_up"] = {dt, {E, 2 * I, H}, kGate, -sd(I), sd(I)};
+    } else {
+      d.generated["w_gate"] = {dt, gate_shape, kGate, -sd(I), sd(I)};
+      d.generated["w_up"] = {dt, gate_shape, kUp, -sd(I), sd(I)};
+    }
     d.generated["w_down"] = {dt, down_shape, kDown, -sd(H), sd(H)};
     if (sigmoid && router) {
       HostTensor b(DType::kF32, {E});
@@ -307,6 +325,7 @@ class FusedMoeAdapter final : public OpAdapter {
                  {"renormalize", renormalize ? 1.0 : 0.0},
                  {"scale", double(scale)},
                  {"per_expert", kn ? 1.0 : 0.0},
+                 {"fused_gate_up", fused ? 1.0 : 0.0},
                  {"routing_given", router ? 0.0 : 1.0},
                  {"round_scores", double(scores == "dtype" ? ops::score_rounding(dt) : 0)}};
     return d;
@@ -565,13 +584,14 @@ class FusedMoeAdapter final : public OpAdapter {
     const DType dt = *parse_dtype(w.dtype);
     auto s = [&](const char* k) { return w.symbols.at(k); };
     const int64_t T = s("T"), H = s("H"), I = s("I"), E = s("E"), K = s("K");
-    const bool kn = w.params.at("weights") == "per_expert";
+    const bool kn = w.params.at("weights") == "per_expert", fused = w.params.at("weights") == "fused";
     Device dev{DeviceType::kCUDA, 0};
     void* fake = reinterpret_cast<void*>(uintptr_t(1) << 20);
     Tensors in{{"x", TensorView(fake, dt, {T, H}, dev)},
                {"w_router", TensorView(fake, dt, {E, H}, dev)},
                {"w_gate", TensorView(fake, dt, kn ? Shape{E, H, I} : Shape{E, I, H}, dev)},
                {"w_up", TensorView(fake, dt, kn ? Shape{E, H, I} : Shape{E, I, H}, dev)},
+               {"w_gate_up", TensorView(fake, dt, {E, 2 * I, H}, dev)},
                {"w_down", TensorView(fake, dt, kn ? Shape{E, I, H} : Shape{E, H, I}, dev)},
                {"ids", TensorView(fake, DType::kI32, {T, K}, dev)},
                {"weights", TensorView(fake, DType::kF32, {T, K}, dev)}};
@@ -584,6 +604,7 @@ class FusedMoeAdapter final : public OpAdapter {
                  {"topk_group", double(s("topk_group"))},
                  {"scale", 1.0},
                  {"per_expert", kn ? 1.0 : 0.0},
+                 {"fused_gate_up", fused ? 1.0 : 0.0},
                  {"routing_given", 1.0},
                  {"round_scores", double(w.params.at("router_scores") == "dtype" ? ops::score_rounding(dt) : 0)}};
     auto p = params_of(d);
@@ -633,9 +654,9 @@ class FusedMoeAdapter final : public OpAdapter {
     for (int32_t e : ids)
       if (e >= 0 && e < L.E) ++rows[size_t(e)];
     const bool nk = a.w_gate.layout == ops::WeightLayout::kNK;
-    auto expert_ptr = [](const ops::ExpertWeights& w, int64_t e, int64_t elems) -> const void* {
+    auto expert_ptr = [](const ops::ExpertWeights& w, int64_t e) -> const void* {
       if (!w.stacked) return w.per_expert[size_t(e)].data;
-      return static_cast<const char*>(w.stacked->data) + e * elems * int64_t(dtype_size(w.stacked->dtype));
+      return static_cast<const char*>(w.stacked->data) + e * w.expert_stride() * int64_t(dtype_size(w.stacked->dtype));
     };
     v.push_back({"cublas_per_expert", "3 cuBLAS GEMMs per touched expert on contiguous rows (no gather, no silu)",
                  [=](CUstream s) {
@@ -649,11 +670,10 @@ class FusedMoeAdapter final : public OpAdapter {
                      char* g = static_cast<char*>(C1->data()) + size_t(off * 2 * L.I) * es;
                      const char* h = static_cast<const char*>(A2->data()) + size_t(off * L.I) * es;
                      char* y = static_cast<char*>(C2->data()) + size_t(off * L.H) * es;
-                     const int64_t gi = L.H * L.I;
-                     if (!cublas_gemm_rowmajor(dev, s, nk, n, L.I, L.H, dt, x, expert_ptr(a.w_gate, e, gi), g, why) ||
-                         !cublas_gemm_rowmajor(dev, s, nk, n, L.I, L.H, dt, x, expert_ptr(a.w_up, e, gi),
+                     if (!cublas_gemm_rowmajor(dev, s, nk, n, L.I, L.H, dt, x, expert_ptr(a.w_gate, e), g, why) ||
+                         !cublas_gemm_rowmajor(dev, s, nk, n, L.I, L.H, dt, x, expert_ptr(a.w_up, e),
                                                g + size_t(n * L.I) * es, why) ||
-                         !cublas_gemm_rowmajor(dev, s, nk, n, L.H, L.I, dt, h, expert_ptr(a.w_down, e, gi), y, why))
+                         !cublas_gemm_rowmajor(dev, s, nk, n, L.H, L.I, dt, h, expert_ptr(a.w_down, e), y, why))
                        fail(why);
                      off += n;
                    }
