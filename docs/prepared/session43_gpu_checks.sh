@@ -1,5 +1,5 @@
 # Prepared by session 42 (its device time ran out): what it changed after
-# its last device call, on the GPU (~8 min; run first, from the repository
+# its last device call, on the GPU (~9 min; run first, from the repository
 # root, plain tree: no patch applied).
 # - Stacked weights whose experts lie apart (views of a fused gate/up tensor
 #   [E, 2I, H]; the kernels step by the view's stride, TMA maps too):
@@ -19,4 +19,13 @@ echo "python tests rc=$?: $(tail -1 $OUT/python_tests.log)"
 t0=$SECONDS
 (cd $B && timeout 380 ctest -L gpu -j 4 --output-on-failure > $OUT/gpu_tests.log 2>&1; echo "gpu tests rc=$? in $((SECONDS - t0))s")
 grep -E "tests passed|tests failed|Failed|\*\*\*|Timeout" $OUT/gpu_tests.log | head -20
+# w13 views against stacked copies at model shapes (experts scope; one
+# process each; DeepSeek-V3 T=1 with views runs the two-kernel decode path:
+# the one-kernel split takes contiguous experts only).
+Q="H=2048,I=768,E=128,K=8,mode=softmax_topk,renormalize=true,routing=uniform,dtype=bf16"
+D="H=7168,I=2048,E=256,K=8,n_group=8,topk_group=4,mode=sigmoid_grouped_topk,renormalize=true,scale=2.5,routing=uniform,dtype=bf16"
+timeout 120 $B/tilecraft bench --op fused_moe --scopes experts --warmup 2 --repeat 10 --trials 1 \
+  --shape T=4096,$Q,weights=stacked --shape T=4096,$Q,weights=fused --shape T=1,$D,weights=stacked --shape T=1,$D,weights=fused \
+  > $OUT/views_bench.log 2>&1; echo "views bench rc=$?"
+grep -hE "^\[|    experts +median|WRONG" $OUT/views_bench.log | sed -E 's/ +\(p90.*//' | cut -c1-160
 cd $O && tar czf logs.tgz l
