@@ -83,8 +83,11 @@ std::vector<std::string> random_layer_shapes(uint64_t seed, int count, ShapeBudg
     const int64_t K = r.coin(0.6) ? std::min<int64_t>(kmax, r.pick<int64_t>({1, 2, 4, 6, 8})) : r.in(1, kmax);
     if (T * K * 3 * H * I > max_macs) continue;
     const char* routing = r.pick({"router", "router", "router", "uniform", "skewed", "empty_experts", "dropped"});
+    // fused: gate and up as the two views of one w13 [E, 2I, H] (experts
+    // 2IH apart; with odd H * I their bases and stride break 16-byte
+    // alignment, and the layer takes its unvectorised paths).
     std::string s = fmt::format("T={},H={},I={},E={},K={},dtype={},weights={},routing={}", T, H, I, E, K,
-                                r.coin() ? "bf16" : "fp16", r.coin() ? "per_expert" : "stacked", routing);
+                                r.coin() ? "bf16" : "fp16", r.pick({"per_expert", "stacked", "fused"}), routing);
     if (sigmoid)
       s += fmt::format(",mode=sigmoid_grouped_topk,n_group={},topk_group={},scale={}", gr.n_group, gr.topk_group,
                        r.pick({"1.0", "2.5"}));
