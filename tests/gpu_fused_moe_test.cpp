@@ -77,15 +77,17 @@ bool same_bits(const HostTensor& a, const HostTensor& b) {
   return a.nbytes() == b.nbytes() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
 }
 
-// Captures one layer call (options o; params prm, or the layer's own) on s
-// into a CUDA graph, checks that capturing did not run it, then replays it
-// `replays` times, each onto a poisoned output, expecting the bits `want`.
+// Captures one layer call (options o; params prm, or the layer's own; args,
+// or the layer's own, writing L.out) on s into a CUDA graph, checks that
+// capturing did not run it, then replays it `replays` times, each onto a
+// poisoned output, expecting the bits `want`.
 void expect_graph_replays_bits(Layer& L, rt::Stream& s, ops::FusedMoeWorkspace& ws, const ops::FusedMoeOptions& o,
-                               const HostTensor& want, int replays, const ops::FusedMoeParams* prm = nullptr) {
+                               const HostTensor& want, int replays, const ops::FusedMoeParams* prm = nullptr,
+                               const ops::FusedMoeArgs* args = nullptr) {
   L.out.fill_bytes(0xff);
   const auto& d = rt::driver();
   TC_CU(d.cuStreamBeginCapture(s.get(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-  ops::fused_moe(L.args(), prm ? *prm : L.params(), s.get(), &ws, o);
+  ops::fused_moe(args ? *args : L.args(), prm ? *prm : L.params(), s.get(), &ws, o);
   CUgraph g;
   TC_CU(d.cuStreamEndCapture(s.get(), &g));
   CUgraphExec ge;
@@ -537,19 +539,7 @@ TEST(GpuFusedMoe, StackedWeightsApartKeepTheBits) {
         s.sync();
         EXPECT_TRUE(same_bits(want, L.out.to_host())) << "sm90 " << o.gate_up.sm90 << ", rep " << rep;
       }
-      L.out.fill_bytes(0xff);
-      const auto& d = rt::driver();
-      TC_CU(d.cuStreamBeginCapture(s.get(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-      ops::fused_moe(views, L.params(), s.get(), &ws, o);
-      CUgraph g;
-      TC_CU(d.cuStreamEndCapture(s.get(), &g));
-      CUgraphExec ge;
-      TC_CU(d.cuGraphInstantiate(&ge, g, 0));
-      TC_CU(d.cuGraphLaunch(ge, s.get()));
-      s.sync();
-      EXPECT_TRUE(same_bits(want, L.out.to_host())) << "sm90 " << o.gate_up.sm90 << ", graph";
-      d.cuGraphExecDestroy(ge);
-      d.cuGraphDestroy(g);
+      expect_graph_replays_bits(L, s, ws, o, want, 1, nullptr, &views);
     }
   }
 }

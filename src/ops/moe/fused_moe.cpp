@@ -9,6 +9,7 @@
 #include "moe/decode_split_params.cuh"
 #include "ops/check.h"
 #include "ops/moe/decode_split.h"
+#include "ops/moe/moe_grouped_gemm_common.h"
 #include "tilecraft/error.h"
 #include "tilecraft/ops/moe_fused_mapping.h"
 #include "tilecraft/ops/moe_reduce_fused.h"
@@ -233,10 +234,7 @@ std::string decode_blocker(const FusedMoeArgs& a, const Dims& d, const FusedMoeO
   if (d.H % 8 || d.I % 8) return fmt::format("H = {} and I = {} (not both multiples of 8)", d.H, d.I);
   if (o.gate_up.block_m || o.down.block_m) return "a block_m override (the mapped path's tile height)";
   bool ok = aligned16(a.x.data) && aligned16(a.out.data);
-  for (const ExpertWeights* w : {&a.w_gate, &a.w_up, &a.w_down}) {
-    if (w->stacked) ok = ok && aligned16(w->stacked->data) && w->expert_stride() * 2 % 16 == 0;
-    for (auto& t : w->per_expert) ok = ok && aligned16(t.data);
-  }
+  for (const ExpertWeights* w : {&a.w_gate, &a.w_up, &a.w_down}) ok = ok && grouped_gemm::weights_aligned16(*w);
   return ok ? "" : "tensors not 16-byte aligned";
 }
 

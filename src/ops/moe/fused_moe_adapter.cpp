@@ -11,21 +11,22 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <set>
 
 #include "ops/moe/grouped_gemm_case.h"
+#include "ops/moe/moe_grouped_gemm_common.h"
 #include "ops/moe/routing_gen.h"
 #include "tilecraft/error.h"
-#include "tilecraft/harness/op_adapter.h"
 #include "tilecraft/harness/ceilings.h"
+#include "tilecraft/harness/op_adapter.h"
 #include "tilecraft/harness/random.h"
-#include "tilecraft/runtime/driver.h"
 #include "tilecraft/ops/fused_moe.h"
 #include "tilecraft/parallel.h"
 #include "tilecraft/reference/fused_moe.h"
 #include "tilecraft/reference/moe_topk_gate.h"
+#include "tilecraft/runtime/driver.h"
 
 namespace tilecraft::harness {
 namespace {
@@ -654,10 +655,9 @@ class FusedMoeAdapter final : public OpAdapter {
     for (int32_t e : ids)
       if (e >= 0 && e < L.E) ++rows[size_t(e)];
     const bool nk = a.w_gate.layout == ops::WeightLayout::kNK;
-    auto expert_ptr = [](const ops::ExpertWeights& w, int64_t e) -> const void* {
-      if (!w.stacked) return w.per_expert[size_t(e)].data;
-      return static_cast<const char*>(w.stacked->data) + e * w.expert_stride() * int64_t(dtype_size(w.stacked->dtype));
-    };
+    // Each expert's matrices, found once (not inside the timed loop).
+    const auto gate = ops::grouped_gemm::bases(a.w_gate), up = ops::grouped_gemm::bases(a.w_up),
+               down = ops::grouped_gemm::bases(a.w_down);
     v.push_back({"cublas_per_expert", "3 cuBLAS GEMMs per touched expert on contiguous rows (no gather, no silu)",
                  [=](CUstream s) {
                    std::string why;
@@ -670,10 +670,10 @@ class FusedMoeAdapter final : public OpAdapter {
                      char* g = static_cast<char*>(C1->data()) + size_t(off * 2 * L.I) * es;
                      const char* h = static_cast<const char*>(A2->data()) + size_t(off * L.I) * es;
                      char* y = static_cast<char*>(C2->data()) + size_t(off * L.H) * es;
-                     if (!cublas_gemm_rowmajor(dev, s, nk, n, L.I, L.H, dt, x, expert_ptr(a.w_gate, e), g, why) ||
-                         !cublas_gemm_rowmajor(dev, s, nk, n, L.I, L.H, dt, x, expert_ptr(a.w_up, e),
-                                               g + size_t(n * L.I) * es, why) ||
-                         !cublas_gemm_rowmajor(dev, s, nk, n, L.H, L.I, dt, h, expert_ptr(a.w_down, e), y, why))
+                     if (!cublas_gemm_rowmajor(dev, s, nk, n, L.I, L.H, dt, x, gate[size_t(e)], g, why) ||
+                         !cublas_gemm_rowmajor(dev, s, nk, n, L.I, L.H, dt, x, up[size_t(e)], g + size_t(n * L.I) * es,
+                                               why) ||
+                         !cublas_gemm_rowmajor(dev, s, nk, n, L.H, L.I, dt, h, down[size_t(e)], y, why))
                        fail(why);
                      off += n;
                    }

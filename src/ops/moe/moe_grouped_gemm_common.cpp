@@ -22,6 +22,14 @@ namespace {
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 }  // namespace
 
+bool weights_aligned16(const ExpertWeights& w) {
+  if (w.stacked)
+    return aligned16(w.stacked->data) && w.expert_stride() * int64_t(dtype_size(w.stacked->dtype)) % 16 == 0;
+  for (auto& t : w.per_expert)
+    if (!aligned16(t.data)) return false;
+  return true;
+}
+
 // 16-byte loads need every row start 16-byte aligned: K (and N for the KN
 // layout) multiples of 8 elements and 16-byte aligned bases.
 bool vector_ok(const MoeGroupedGemmArgs& a) {
@@ -29,15 +37,7 @@ bool vector_ok(const MoeGroupedGemmArgs& a) {
   // [K, N] weights load along N; output pairs need even rows.
   if (K % 8 || !aligned16(a.a.data) || !aligned16(a.out.data) || N % (a.w.layout == WeightLayout::kKN ? 8 : 2))
     return false;
-  auto weights_ok = [&](const ExpertWeights& w) {
-    // (stacked: every expert's base, so the stride between them too)
-    if (w.stacked)
-      return aligned16(w.stacked->data) && w.expert_stride() * int64_t(dtype_size(w.stacked->dtype)) % 16 == 0;
-    for (auto& t : w.per_expert)
-      if (!aligned16(t.data)) return false;
-    return true;
-  };
-  return weights_ok(a.w) && (!a.w_up || weights_ok(*a.w_up));
+  return weights_aligned16(a.w) && (!a.w_up || weights_aligned16(*a.w_up));
 }
 
 // TMA weights: the maps travel in the launch parameters (one per expert

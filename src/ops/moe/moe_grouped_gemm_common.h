@@ -1,7 +1,8 @@
 #pragma once
 // What the grouped GEMM's config choice (moe_grouped_gemm_config.cpp) and its
 // launch (moe_grouped_gemm.cpp) both read: layout sizes, alignment, shared
-// memory and the bulk decode kernel's plan. Internal to the op.
+// memory and the bulk decode kernel's plan. Internal to the op (the layer
+// also reads the weights' alignment and bases).
 #include <cstdint>
 #include <vector>
 
@@ -19,6 +20,9 @@ inline constexpr int kMaxSmem = 227 * 1024;  // sm_90 opt-in shared memory per b
 int64_t layout_rows(const MoeGroupedGemmArgs& a);
 // Pointer-table entries for per-expert weights (0 when stacked).
 int table_size(const MoeGroupedGemmArgs& a);
+// Every expert matrix's base 16-byte aligned (stacked: the base and the
+// stride between experts; per expert: each tensor).
+bool weights_aligned16(const ExpertWeights& w);
 // 16-byte loads: every row start 16-byte aligned.
 bool vector_ok(const MoeGroupedGemmArgs& a);
 // TMA weights: vector_ok and the maps fit the launch parameters.
