@@ -526,6 +526,15 @@ TEST(FusedMoeCpu, DecodeSplitChoice) {
     const size_t partials = size_t(c.K * (c.I / 128) * (c.H + 128) * 4);
     EXPECT_EQ(ops::fused_moe_workspace_bytes(a, p) >= ops::fused_moe_workspace_bytes(a, p, off) + partials, here)
         << c.model;
+    // Gate and up as the views of one w13 [E, 2I, H] (experts 2IH apart):
+    // the same choice (the split's copies step by the stride), unless the
+    // stride breaks the copies' 16-byte alignment.
+    ops::FusedMoeArgs v = a;
+    const TensorView w13 = shape_only(DType::kBF16, Shape{c.E, 2 * c.I, c.H});
+    std::tie(*v.w_gate.stacked, *v.w_up.stacked) = ops::gate_up_views(w13);
+    EXPECT_EQ(ops::fused_moe_uses_decode_split(v, p, {}, 9, 132), c.split) << c.model << " (views of w13)";
+    v.w_gate.stacked->strides[0] = v.w_up.stacked->strides[0] = 2 * c.I * c.H + 4;  // 8 bytes past aligned
+    EXPECT_FALSE(ops::fused_moe_uses_decode_split(v, p, {}, 9, 132)) << c.model << " (misaligned stride)";
   }
 }
 

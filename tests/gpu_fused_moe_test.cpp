@@ -508,9 +508,10 @@ TEST(GpuFusedMoe, DecodePath) {
 // Stacked weights whose experts lie apart, on every path these shapes take:
 // gate and up as views of one fused [E, 2I, H] tensor (w13[:, :I], w13[:, I:])
 // and down as the first H rows of [E, H + 8, I] give the bits of contiguous
-// copies: the decode path (T = 1 and 3), 64- and 128-row warp-specialised
-// tiles (T = 200, 600) with TMA weight maps, and mma.sync (sm90 = 0); twice
-// each onto a poisoned output, and from a graph.
+// copies: the decode path (T = 1 and 3; at T = 1 also both one-kernel
+// splits, whose bulk copies and down map step by the strides), 64- and
+// 128-row warp-specialised tiles (T = 200, 600) with TMA weight maps, and
+// mma.sync (sm90 = 0); twice each onto a poisoned output, and from a graph.
 TEST(GpuFusedMoe, StackedWeightsApartKeepTheBits) {
   TC_REQUIRE_GPU();
   for (const int64_t T : {1, 3, 200, 600}) {
@@ -525,10 +526,13 @@ TEST(GpuFusedMoe, StackedWeightsApartKeepTheBits) {
     views.w_down.stacked = test::first_rows_view(wd_big.view(), L.H);
     rt::Stream s;
     ops::FusedMoeWorkspace ws;
-    ops::FusedMoeOptions mma;
+    ops::FusedMoeOptions mma, split, balanced;
     mma.gate_up.sm90 = mma.down.sm90 = 0;
-    for (const ops::FusedMoeOptions& o : {ops::FusedMoeOptions{}, mma}) {
+    split.decode_split = 1, balanced.decode_split = 2;  // the one-kernel decode paths (sm_90, T = 1)
+    const bool sm90 = rt::device_info(0).cc_major == 9;
+    for (const ops::FusedMoeOptions& o : {ops::FusedMoeOptions{}, mma, split, balanced}) {
       if (T < 200 && o.gate_up.sm90 == 0) continue;  // (the decode path has no such key)
+      if (o.decode_split > 0 && (T != 1 || !sm90)) continue;
       L.out.fill_bytes(0xff);
       ops::fused_moe(L.args(), L.params(), s.get(), &ws, o);
       s.sync();

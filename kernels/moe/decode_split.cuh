@@ -187,9 +187,9 @@ struct DecodeSplit {
     for (int u = u0; u < u1; ++u) {
       const int slot = u / p.slices, slice = u % p.slices, e = p.ids[slot];
       if (e < 0 || e >= p.E) continue;  // adds nothing: no pieces, no partials (the combine skips the slot)
-      const long long first_row = (long long)e * p.I + (long long)slice * W;
-      const T* gate = static_cast<const T*>(p.w_gate) + first_row * p.H;
-      const T* up = static_cast<const T*>(p.w_up) + first_row * p.H;
+      const long long first = (long long)e * p.gu_stride + (long long)slice * W * p.H;
+      const T* gate = static_cast<const T*>(p.w_gate) + first;
+      const T* up = static_cast<const T*>(p.w_up) + first;
       for (int c = 0; c < W; c += p.gu_cols) {
         const int n = min(p.gu_cols, W - c);
         const unsigned bytes = unsigned(n) * row_bytes;

@@ -164,11 +164,11 @@ struct DecodeSplitBalanced {
     for (int c = sh.a0; c < sh.a1;) {
       const int q = c / W, in = c % W, n = min(p.gu_cols, min(W - in, sh.a1 - c));
       const int u = unit_of(p, sh, q), e = expert_of(p, sh, q);
-      const long long first_row = (long long)e * p.I + (long long)(u % p.slices) * W + in;
+      const long long first = (long long)e * p.gu_stride + ((long long)(u % p.slices) * W + in) * p.H;
       const unsigned bytes = unsigned(n) * row_bytes;
       const auto st = ring_q.claim(Piece{0, u, c, in, n}, 2 * bytes);
-      bulk_load(st.data, static_cast<const T*>(p.w_gate) + first_row * p.H, bytes, st.full);
-      bulk_load(st.data + (long long)n * p.H, static_cast<const T*>(p.w_up) + first_row * p.H, bytes, st.full);
+      bulk_load(st.data, static_cast<const T*>(p.w_gate) + first, bytes, st.full);
+      bulk_load(st.data + (long long)n * p.H, static_cast<const T*>(p.w_up) + first, bytes, st.full);
       c += n;
     }
     for (int bx = sh.b0; bx < sh.b1; ++bx) {
@@ -177,7 +177,8 @@ struct DecodeSplitBalanced {
       const int e = sh.live_expert[ls];
       const unsigned bytes = unsigned(n) * unsigned(p.I) * sizeof(T);
       const auto st = ring_q.claim(Piece{1, sh.live_slot[ls], ls, r, n}, bytes);
-      bulk_load(st.data, static_cast<const T*>(p.w_down) + ((long long)e * p.H + r) * p.I, bytes, st.full);
+      bulk_load(st.data, static_cast<const T*>(p.w_down) + (long long)e * p.down_stride + (long long)r * p.I, bytes,
+                st.full);
     }
     ring_q.finish();
     mbar_wait(&sh.x_full, 0);

@@ -39,6 +39,10 @@ struct DecodeSplitParams {
   const void* w_down; // [E, H, I] stacked (decode_split = 2 reads full rows by bulk copies)
   int down_rows;      // decode_split = 2: full down rows per phase-B item (n I elements fit a stage)
   unsigned* sched;
+  // Elements from one expert's matrix to the next: gate and up (I * H when
+  // contiguous; 2 * I * H for the views of a fused w13 [E, 2I, H]) and down
+  // (H * I when contiguous). Rows within a matrix stay contiguous.
+  long long gu_stride, down_stride;
 };
 
 // The fused kernel's launch: the down weights' tensor map lives in the

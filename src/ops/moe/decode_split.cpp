@@ -60,9 +60,10 @@ std::string decode_split_blocker(const FusedMoeArgs& a, int64_t T, int64_t H, in
   if (T != 1) return fmt::format("T = {} (one token only)", T);
   if (!a.w_gate.stacked || !a.w_up.stacked || !a.w_down.stacked || a.w_gate.layout != WeightLayout::kNK)
     return "per-expert or [K, N] weights (stacked [E, N, K] only)";
-  // Its streams walk each projection's experts as one run of rows.
-  if (a.w_gate.expert_stride() != I * H || a.w_up.expert_stride() != I * H || a.w_down.expert_stride() != H * I)
-    return "stacked weights whose experts lie apart (a strided view: contiguous [E, N, K] only)";
+  // Its bulk copies start at expert bases: 16-byte aligned strides (views
+  // of a fused w13 [E, 2I, H] have 2IH-element ones).
+  for (const ExpertWeights* w : {&a.w_gate, &a.w_up, &a.w_down})
+    if (w->expert_stride() * 2 % 16) return "stacked weights whose experts lie apart by a stride not 16-byte aligned";
   if (H % 8 || H > 8192) return fmt::format("H = {} (a multiple of 8, at most 8192)", H);
   return width_blocker(H, I);
 }
@@ -222,6 +223,8 @@ void decode_split(const FusedMoeArgs& a, const TensorView& ids, const TensorView
   p.pool_boxes = plan.pool_boxes;
   p.w_down = a.w_down.stacked->data;
   p.down_rows = plan.down_rows;
+  p.gu_stride = a.w_gate.expert_stride();  // (w_up's is the same: the layer checks)
+  p.down_stride = a.w_down.expert_stride();
   if (plan.pool_boxes > 0 || plan.balanced) {
     p.h_global = p.partial + plan.units * H;
     // The balanced kernel also keeps a column count per slot after the pair.
@@ -230,7 +233,7 @@ void decode_split(const FusedMoeArgs& a, const TensorView& ids, const TensorView
   }
   // The down weights [E, H, I]: dims (I, H, E), boxes of W columns x box_rows rows, unswizzled.
   const int64_t esz = int64_t(dtype_size(a.x.dtype));
-  encode_tma_map(L.down, a.w_down.stacked->data, a.x.dtype, {I, H, E}, {I * esz, H * I * esz},
+  encode_tma_map(L.down, a.w_down.stacked->data, a.x.dtype, {I, H, E}, {I * esz, p.down_stride * esz},
                  {plan.cols, plan.box_rows}, false);
   if (stream_part) jit::launch(k, unsigned(plan.grid), 1, tc::moe::kSplitThreads, unsigned(smem), stream, &L);
   // The balanced kernel leaves one partial row per slot (its down items
