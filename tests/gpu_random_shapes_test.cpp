@@ -64,4 +64,32 @@ TEST(GpuRandomShapes, RoutingAndCombine) {
   EXPECT_EQ(test::expect_shape_cases_pass("moe_reduce_fused", DeviceType::kCUDA, harness::random_reduce_shapes(seed, 24)),
             24 * 8);  // 8 variants
 }
+// The same draws under random kernel config overrides (1-3 keys each, in
+// and beyond their ranges; harness::with_random_configs): every case passes
+// its golden under its overrides or is refused naming one of its keys.
+// Overrides reach kernel forms no heuristic picks for these shapes (CTA
+// pairs, stagger, split K, bulk decode, one-kernel decode splits...).
+TEST(GpuRandomConfigs, Layers) {
+  TC_REQUIRE_GPU();
+  const uint64_t seed = test::random_shape_seed();
+  const auto shapes = harness::with_random_configs("fused_moe", harness::random_layer_shapes(seed + 1, 32), seed);
+  const test::PassedRefused n = test::expect_config_cases_pass_or_refused("fused_moe", DeviceType::kCUDA, shapes);
+  std::cout << n.passed << " passed, " << n.refused << " refused" << std::endl;
+  EXPECT_GE(n.passed * 4, n.passed + n.refused) << "at least a quarter of the draws must run";
+}
+
+TEST(GpuRandomConfigs, GroupedGemmsMappingsAndCombines) {
+  TC_REQUIRE_GPU();
+  const uint64_t seed = test::random_shape_seed();
+  for (const auto& [op, shapes] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"moe_grouped_gemm", harness::random_gemm_shapes(seed + 1, 32)},
+           {"moe_fused_mapping", harness::random_mapping_shapes(seed + 1, 24)},
+           {"moe_reduce_fused", harness::random_reduce_shapes(seed + 1, 8)}}) {
+    SCOPED_TRACE(op);
+    const test::PassedRefused n =
+        test::expect_config_cases_pass_or_refused(op, DeviceType::kCUDA, harness::with_random_configs(op, shapes, seed));
+    std::cout << op << ": " << n.passed << " passed, " << n.refused << " refused" << std::endl;
+    EXPECT_GE(n.passed * 4, n.passed + n.refused) << "at least a quarter of the draws must run";
+  }
+}
 }  // namespace tilecraft

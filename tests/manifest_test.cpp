@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "test_util.h"
+#include "tilecraft/harness/op_adapter.h"
 #include "tilecraft/harness/runner.h"
 
 using namespace tilecraft;
@@ -131,6 +132,41 @@ TEST(Manifest, ShapeFlag) {
   TC_EXPECT_ERROR(parse_shape_workload(op, "T=1,K=1,H=8,dtype=int8"), ErrorKind::kInvalidArgument, "int8");
   TC_EXPECT_ERROR(parse_shape_workload(op, "T=abc,K=1,H=8,dtype=bf16"), ErrorKind::kInvalidArgument, "T");
   TC_EXPECT_ERROR(parse_shape_workload(op, "T1,K=1"), ErrorKind::kInvalidArgument, "--shape", "T1");
+}
+
+// A workload's pinned config overrides: in a --shape string ("k=N;k=N"),
+// in YAML (the same string or a mapping); merged with --config for every
+// run of the case, a key both give with another value refused by name.
+TEST(Manifest, WorkloadConfigIsParsedAndMergedWithTheFlag) {
+  Manifest m = Manifest::load();
+  const OpSpec& op = *m.find("moe_reduce_fused");
+  const WorkloadSpec w = parse_shape_workload(op, "T=77,K=6,H=512,dtype=bf16,config=vec=4;block=64");
+  EXPECT_EQ(w.config, (std::map<std::string, int>{{"vec", 4}, {"block", 64}}));
+  EXPECT_EQ(w.symbols.at("H"), 512);  // the pairs after it still parse
+  TC_EXPECT_ERROR(parse_shape_workload(op, "T=1,K=1,H=8,config=vec"), ErrorKind::kInvalidArgument, "config",
+                  "KEY=INTEGER", "'vec'");
+  TC_EXPECT_ERROR(parse_shape_workload(op, "T=1,K=1,H=8,config=vec=x"), ErrorKind::kInvalidArgument, "config",
+                  "'vec=x'");
+  TC_EXPECT_ERROR(parse_shape_workload(op, "T=1,K=1,H=8,config=vec=2;vec=4"), ErrorKind::kInvalidArgument,
+                  "'vec' given twice");
+
+  const std::string dir = test::temp_dir("manifest_config");
+  const std::string file = write(dir, "pinned.yaml",
+                                 "workloads:\n  moe_reduce_fused:\n"
+                                 "    - {name: pinned-a, T: 30, K: 2, H: 256, dtype: fp16, config: 'items=2;block=64'}\n"
+                                 "    - {name: pinned-b, T: 30, K: 2, H: 256, dtype: fp16, config: {items: 3}}\n");
+  Manifest mine = Manifest::load({file});
+  EXPECT_EQ(mine.find("moe_reduce_fused")->workload("pinned-a")->config,
+            (std::map<std::string, int>{{"items", 2}, {"block", 64}}));
+  EXPECT_EQ(mine.find("moe_reduce_fused")->workload("pinned-b")->config, (std::map<std::string, int>{{"items", 3}}));
+
+  Case c{&op, &op.variants.front(), &w, 1};
+  RunOptions o;
+  o.config = {{"items", 2}, {"vec", 4}};
+  EXPECT_EQ(with_workload_config(c, o).config, (std::map<std::string, int>{{"items", 2}, {"vec", 4}, {"block", 64}}));
+  o.config = {{"vec", 8}};
+  TC_EXPECT_ERROR(with_workload_config(c, o), ErrorKind::kInvalidArgument, "moe_reduce_fused", "--config",
+                  "vec=4", "vec=8");
 }
 
 // allclose tolerances per output dtype (the layer's bf16), and their errors.

@@ -74,4 +74,33 @@ TEST(RandomShapes, CpuBackendPassesItsChecks) {
   EXPECT_EQ(test::expect_shape_cases_pass("moe_fused_mapping", DeviceType::kCPU, harness::random_mapping_shapes(seed, 16)),
             16);
 }
+// Random config overrides (harness::with_random_configs): the draw repeats
+// for a seed and keeps each shape; on the CPU backend, where a config is
+// resolved as sm_90a's kernels would take it, every small draw of every op
+// with keys passes or is refused naming one of its keys, and enough pass
+// that GpuRandomConfigs runs kernels under overrides, not refusals only.
+TEST(RandomShapes, ConfigDrawsPassOrAreRefusedByName) {
+  const uint64_t seed = test::random_shape_seed();
+  const harness::ShapeBudget small{2'000'000, 40'000'000};
+  const auto plain = harness::random_layer_shapes(seed, 16, small);
+  const auto drawn = harness::with_random_configs("fused_moe", plain, seed);
+  ASSERT_EQ(drawn.size(), plain.size());
+  EXPECT_EQ(drawn, harness::with_random_configs("fused_moe", plain, seed)) << "the draw must repeat for a seed";
+  for (size_t i = 0; i < drawn.size(); ++i) EXPECT_EQ(drawn[i].rfind(plain[i] + ",", 0), 0u) << drawn[i];
+  for (const auto& text : drawn) EXPECT_NE(text.find(",config="), std::string::npos) << text;
+  const std::vector<std::pair<std::string, std::vector<std::string>>> sets = {
+      {"fused_moe", drawn},
+      {"moe_grouped_gemm", harness::with_random_configs("moe_grouped_gemm", harness::random_gemm_shapes(seed, 12, small), seed)},
+      {"moe_fused_mapping", harness::with_random_configs("moe_fused_mapping", harness::random_mapping_shapes(seed, 16), seed)},
+      {"moe_reduce_fused", harness::with_random_configs("moe_reduce_fused", harness::random_reduce_shapes(seed, 6), seed)},
+  };
+  for (const auto& [op, shapes] : sets) {
+    SCOPED_TRACE(op);
+    const test::PassedRefused n = test::expect_config_cases_pass_or_refused(op, DeviceType::kCPU, shapes);
+    std::cout << op << ": " << n.passed << " passed, " << n.refused << " refused" << std::endl;
+    EXPECT_GE(n.passed * 4, n.passed + n.refused) << "at least a quarter of the draws must run";
+  }
+  TC_EXPECT_ERROR(harness::with_random_configs("moe_topk_gate", {"T=1"}, seed), ErrorKind::kInvalidArgument,
+                  "--random-config", "moe_topk_gate");
+}
 }  // namespace tilecraft

@@ -47,4 +47,13 @@ uint64_t random_shape_seed();
 // The same over ad-hoc workloads (--shape strings; every variant of each).
 int expect_shape_cases_pass(const std::string& op, DeviceType backend, const std::vector<std::string>& shapes,
                             const std::map<std::string, int>& config = {});
+// Workloads that pin config overrides (harness::with_random_configs): each
+// case must pass, or be refused by an error that names one of its
+// workload's config keys (without a gate_up_ / down_ / router_ prefix);
+// returns how many passed and how many were refused.
+struct PassedRefused {
+  int passed = 0, refused = 0;
+};
+PassedRefused expect_config_cases_pass_or_refused(const std::string& op, DeviceType backend,
+                                                  const std::vector<std::string>& shapes);
 }

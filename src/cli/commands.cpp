@@ -416,7 +416,7 @@ int cmd_inspect(const Options& o) {
   auto sel = select(o, o.selection());
   const Case& c = sel->cases.front();  // first variant unless --variant
   const std::string arch = resolve_arch(o);
-  harness::RunOptions ro = o.run_options(false);
+  harness::RunOptions ro = harness::with_workload_config(c, o.run_options(false));
   ro.cc_major = jit::arch_cc_major(arch);  // the kernels that arch's GPUs would run
   auto specs = harness::adapter_for(c.op->name).kernels(c, ro);
   if (specs.empty()) {

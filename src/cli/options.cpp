@@ -28,7 +28,12 @@ harness::Selection Options::selection() const {
       throw Error(ErrorKind::kInvalidArgument,
                   "--random: expected no --workload or --tag beside it (it selects its own workloads), got " +
                       (workload.empty() ? "--tag " + tag : "--workload " + workload));
-    for (auto& text : harness::random_shapes(op, seed, random)) s.shapes.push_back(text);
+    std::vector<std::string> drawn = harness::random_shapes(op, seed, random);
+    if (random_config) drawn = harness::with_random_configs(op, std::move(drawn), seed);
+    for (auto& text : drawn) s.shapes.push_back(text);
+  } else if (random_config) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "--random-config: expected --random N beside it (it adds overrides to those draws), got none");
   }
   return s;
 }
@@ -131,6 +136,9 @@ void add_filter_flags(CLI::App* app, Options& o) {
   app->add_option("--random", o.random,
                   "N seeded random workloads of --op beside any --shape: shapes, dtypes, layouts and routings no "
                   "manifest entry names (the draw follows --seed; each case's name is the --shape that repeats it)");
+  app->add_flag("--random-config", o.random_config,
+                "Each --random draw also takes 1-3 random kernel config overrides (config=k=N;... in its --shape): "
+                "it must pass its golden under them or be refused naming the key");
   app->add_option("--seed", o.seed, "Base seed (each case derives its own, recorded)");
 }
 

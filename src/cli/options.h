@@ -16,6 +16,7 @@ struct Options {
   std::vector<std::string> manifests;
   std::vector<std::string> shapes;
   int random = 0;  // --random N: N seeded random workloads of --op (harness/random_shapes.h)
+  bool random_config = false;  // --random-config: each --random draw with random kernel config overrides
   std::string op, variant, workload, tag;
   std::string backend;  // cuda | cpu | "" (cuda when a GPU is present)
   uint64_t seed = 20261129;

@@ -94,6 +94,45 @@ std::vector<TensorSpec> parse_tensors(const YAML::Node& n, const Ctx& c) {
 }
 
 // Reads one workload map: known keys are name/tags/dtype/note, op params, and symbols.
+// A workload's `config`: "KEY=N;KEY=N" (semicolons, so that it fits in a
+// --shape string, whose pairs are split at commas) or a YAML mapping of
+// KEY: N. Each key once; values are integers (which keys an op takes, and
+// which values, its adapter checks when the case runs).
+std::map<std::string, int> parse_workload_config(const YAML::Node& n, const Ctx& c) {
+  std::map<std::string, int> r;
+  const auto add = [&](const std::string& key, const std::string& text) {
+    size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (key.empty() || used == 0 || used != text.size())
+      c.fail("expected KEY=INTEGER entries separated by ';' (e.g. 'block_m=64;stages=3'), got '" + key + "=" + text +
+             "'");
+    if (!r.emplace(key, v).second) c.fail("config key '" + key + "' given twice");
+  };
+  if (n.IsMap()) {
+    for (auto kv : n) add(kv.first.as<std::string>(), kv.second.as<std::string>());
+    return r;
+  }
+  const std::string text = as<std::string>(n, c, "KEY=INTEGER entries separated by ';', or a mapping");
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find(';', start), text.size());
+    const std::string kv = text.substr(start, end - start);
+    if (!kv.empty()) {
+      const size_t eq = kv.find('=');
+      if (eq == std::string::npos)
+        c.fail("expected KEY=INTEGER entries separated by ';' (e.g. 'block_m=64;stages=3'), got '" + kv + "'");
+      add(kv.substr(0, eq), kv.substr(eq + 1));
+    }
+    start = end + 1;
+  }
+  return r;
+}
+
 WorkloadSpec parse_workload(const YAML::Node& n, const Ctx& c, const OpSpec& op) {
   if (!n.IsMap()) c.fail("expected a mapping");
   WorkloadSpec w;
@@ -107,12 +146,13 @@ WorkloadSpec parse_workload(const YAML::Node& n, const Ctx& c, const OpSpec& op)
     else if (key == "tags") w.tags = str_list(kv.second, ck);
     else if (key == "dtype") w.dtype = as<std::string>(kv.second, ck, "a dtype name");
     else if (key == "note") w.note = as<std::string>(kv.second, ck, "a string");
+    else if (key == "config") w.config = parse_workload_config(kv.second, ck);
     else if (std::count(op.param_keys.begin(), op.param_keys.end(), key))
       w.params[key] = as<std::string>(kv.second, ck, "a string");
     else if (std::count(op.symbols.begin(), op.symbols.end(), key))
       w.symbols[key] = as<int64_t>(kv.second, ck, "an integer");
     else {
-      std::string known = "name, tags, dtype, note";
+      std::string known = "name, tags, dtype, note, config";
       for (auto& s : op.symbols) known += ", " + s;
       for (auto& s : op.param_keys) known += ", " + s;
       ck.fail("unknown key '" + key + "' (known: " + known + ")");

@@ -1,5 +1,7 @@
 #include "tilecraft/harness/op_adapter.h"
 
+#include <fmt/format.h>
+
 #include "tilecraft/error.h"
 
 namespace tilecraft::harness {
@@ -27,6 +29,20 @@ const std::map<std::string, std::unique_ptr<OpAdapter>>& registry() {
 }  // namespace
 
 std::string Case::id() const { return op->name + "/" + variant->name + "/" + workload->name; }
+
+RunOptions with_workload_config(const Case& c, const RunOptions& o) {
+  if (c.workload->config.empty()) return o;
+  RunOptions r = o;
+  for (const auto& [key, value] : c.workload->config) {
+    const auto [it, added] = r.config.emplace(key, value);
+    if (!added && it->second != value)
+      throw_arg_error(ErrorKind::kInvalidArgument, c.op->name, "--config",
+                      fmt::format("no key that workload '{}' pins to another value (its config has {}={})",
+                                  c.workload->name, key, value),
+                      fmt::format("{}={}", key, it->second));
+  }
+  return r;
+}
 
 bool has_adapter(const std::string& op) { return registry().count(op) > 0; }
 

@@ -18,7 +18,7 @@ std::vector<CompiledCaseKernel> precompile(const std::vector<Case>& cases, RunOp
       o.checked = checked;
       std::vector<jit::KernelSpec> specs;
       try {
-        specs = adapter_for(c.op->name).kernels(c, o);
+        specs = adapter_for(c.op->name).kernels(c, with_workload_config(c, o));
       } catch (const Error&) {
         if (throw_spec_errors) throw;
         continue;  // a case whose configuration is refused reports that when it runs

@@ -371,15 +371,16 @@ void record_error(nlohmann::json& r, const Error& e) {
 }
 }  // namespace
 
-nlohmann::json run_correctness(const Case& c, DeviceType backend, const RunOptions& o, const EnvInfo& env) {
+nlohmann::json run_correctness(const Case& c, DeviceType backend, const RunOptions& given, const EnvInfo& env) {
   const OpAdapter& a = adapter_for(c.op->name);
   auto t0 = std::chrono::steady_clock::now();
   check_case_fits(c, backend);
   CaseData d = a.generate(c);
   nlohmann::json r = base_record(c, backend, d, env);
   r["golden"] = "cpu reference (" + c.op->tolerance.mode + ")";
-  r["checked_mode"] = o.checked;
+  r["checked_mode"] = given.checked;
   try {
+    const RunOptions o = with_workload_config(c, given);
     r["config"] = backend == DeviceType::kCUDA ? config_of(c, o) : cpu_config_of(c, o);
     HostOutputs want(d);
     a.golden(d, want.views);
@@ -427,7 +428,7 @@ std::string vs_side_text(const VsSide& side) {
 }
 }  // namespace
 
-nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o, const BenchContext& ctx,
+nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& given, const BenchContext& ctx,
                          const EnvInfo& env) {
   const OpAdapter& a = adapter_for(c.op->name);
   check_case_fits(c, backend);
@@ -446,6 +447,7 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& o,
   r["flops"] = flops;
   if (c.variant->bytes_valid) r["bytes_valid"] = c.variant->bytes_valid->eval(d.symbols);
   try {
+    const RunOptions o = with_workload_config(c, given);
     TimingStats t;
     HostOutputs want(d);
     a.golden(d, want.views);

@@ -34,6 +34,10 @@ struct WorkloadSpec {
   std::map<std::string, int64_t> symbols;
   std::string dtype;
   std::map<std::string, std::string> params;  // e.g. routing
+  // Kernel config overrides the workload pins (key `config`: "k=N;k=N" in a
+  // shape string, the same string or a mapping in YAML), applied beside
+  // --config (with_workload_config).
+  std::map<std::string, int> config;
   std::vector<std::string> tags;
   std::string note;
   std::string source;  // file it came from, or "--shape"

@@ -65,6 +65,12 @@ struct RunOptions {
   int cc_major = 0;
 };
 
+// `o` with the case's workload config (WorkloadSpec::config) added to its
+// overrides: what every kernel listing, run and timing of the case takes. A
+// key both give with different values is an error naming the two (which
+// one was meant?); the same value given twice is one override.
+RunOptions with_workload_config(const Case& c, const RunOptions& o);
+
 // Independent check of an output against a float64 evaluation.
 struct F64Check {
   double max_abs_err = 0;

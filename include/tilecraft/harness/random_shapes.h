@@ -32,4 +32,16 @@ std::vector<std::string> random_reduce_shapes(uint64_t seed, int count);
 // `count` draws for `op` (one of the above); throws naming the ops that have
 // a generator when `op` has none.
 std::vector<std::string> random_shapes(const std::string& op, uint64_t seed, int count);
+
+// Random kernel config overrides (random_configs.cpp): each shape gets
+// `,config=k=N;k=N` of 1 to 3 of the op's config keys, values drawn from
+// each key's range and beyond it (moe_grouped_gemm's draws of the
+// warp-specialised kernel's keys also `,block_m=64|128` where the shape
+// names no tile height), so that a case either passes its golden
+// under the overrides or is refused naming the key: never a wrong result,
+// a crash or an ignored key (`tilecraft test --op OP --random N
+// --random-config`, GpuRandomConfigs.*). fused_moe, moe_grouped_gemm,
+// moe_fused_mapping and moe_reduce_fused have keys; another op throws.
+bool has_random_configs(const std::string& op);
+std::vector<std::string> with_random_configs(const std::string& op, std::vector<std::string> shapes, uint64_t seed);
 }  // namespace tilecraft::harness
