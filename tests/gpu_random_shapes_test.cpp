@@ -72,7 +72,7 @@ TEST(GpuRandomShapes, RoutingAndCombine) {
 TEST(GpuRandomConfigs, Layers) {
   TC_REQUIRE_GPU();
   const uint64_t seed = test::random_shape_seed();
-  const auto shapes = harness::with_random_configs("fused_moe", harness::random_layer_shapes(seed + 1, 32), seed);
+  const auto shapes = harness::with_random_configs("fused_moe", harness::random_layer_shapes(seed + 1, 48), seed);
   const test::PassedRefused n = test::expect_config_cases_pass_or_refused("fused_moe", DeviceType::kCUDA, shapes);
   std::cout << n.passed << " passed, " << n.refused << " refused" << std::endl;
   EXPECT_GE(n.passed * 4, n.passed + n.refused) << "at least a quarter of the draws must run";

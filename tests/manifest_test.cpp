@@ -213,3 +213,24 @@ TEST(DTypeSteps, SubnormalStep) {
   EXPECT_EQ(conv::f16_to_f32(1), float(subnormal_step(DType::kF16)));  // the smallest positive fp16
   EXPECT_EQ(conv::bf16_to_f32(1), float(subnormal_step(DType::kBF16)));
 }
+
+// Half the spacing around a value, from the normal range down through the
+// subnormals; rounding to nearest errs by at most that.
+TEST(DTypeSteps, HalfUlp) {
+  EXPECT_EQ(half_ulp(DType::kF16, 0.75), std::ldexp(1.0, -12));
+  EXPECT_EQ(half_ulp(DType::kF16, -0.5), std::ldexp(1.0, -12));
+  EXPECT_EQ(half_ulp(DType::kF16, 0.4999), std::ldexp(1.0, -13));
+  EXPECT_EQ(half_ulp(DType::kF16, 1e-6), subnormal_step(DType::kF16) / 2);
+  EXPECT_EQ(half_ulp(DType::kF16, std::ldexp(1.0, -14)), subnormal_step(DType::kF16) / 2);  // least normal
+  EXPECT_EQ(half_ulp(DType::kF16, 0), subnormal_step(DType::kF16) / 2);
+  EXPECT_EQ(half_ulp(DType::kBF16, 3.0), std::ldexp(1.0, -7));
+  EXPECT_EQ(half_ulp(DType::kBF16, 1e-40), subnormal_step(DType::kBF16) / 2);
+  EXPECT_EQ(half_ulp(DType::kF32, 1.0), std::ldexp(1.0, -24));
+  EXPECT_EQ(half_ulp(DType::kI32, 5.0), 0.0);
+  // Every fp16 rounding of a random value, subnormals among them, is within it.
+  for (int i = 0; i < 100000; ++i) {
+    const double v = std::ldexp(double(i % 977 + 1) / 977.0, -(i % 30));
+    const double r = conv::f16_to_f32(conv::f32_to_f16(float(v)));
+    EXPECT_LE(std::fabs(r - double(float(v))), half_ulp(DType::kF16, float(v))) << v;
+  }
+}

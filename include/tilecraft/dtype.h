@@ -32,6 +32,10 @@ bool is_float(DType t);
 // below the normal range rounding errs by up to half of it, whatever the
 // magnitude, so error bounds relative to a value need it as an absolute term.
 double subnormal_step(DType t);
+// Half the spacing of a float dtype's values around `v`: the most that
+// rounding v to t (to nearest) errs by, down through the subnormal range
+// (there, half of subnormal_step). 0 for integer dtypes.
+double half_ulp(DType t, double v);
 
 // The C++ type that spells each dtype inside kernels (tc::bf16 etc.).
 const char* dtype_kernel_type(DType t);

@@ -1,5 +1,6 @@
 #include "tilecraft/dtype.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -54,6 +55,20 @@ double subnormal_step(DType t) {
     default:
       return 0;
   }
+}
+
+double half_ulp(DType t, double v) {
+  int frac_bits = 0, emin = 0;  // stored significand bits, least normal exponent
+  switch (t) {
+    case DType::kF16: frac_bits = 10, emin = -14; break;
+    case DType::kBF16: frac_bits = 7, emin = -126; break;
+    case DType::kF32: frac_bits = 23, emin = -126; break;
+    case DType::kF8E4M3: frac_bits = 3, emin = -6; break;
+    default: return 0;
+  }
+  int e = emin + 1;               // (0: the subnormals' spacing)
+  if (v != 0) std::frexp(v, &e);  // |v| in [2^(e-1), 2^e)
+  return std::ldexp(1.0, std::max(e - 1, emin) - frac_bits - 1);
 }
 
 namespace conv {
