@@ -378,6 +378,37 @@ TEST(Cli, RunWritesTheResultsLayout) {
 // --random N: N seeded random workloads of --op, each named by the --shape
 // that repeats it; the same seed draws the same shapes; misuse exits 2
 // naming the flag.
+// --random-config: the draws carry their overrides in their --shape
+// strings; it needs --random, and an op with config keys.
+TEST(Cli, TestRandomConfigs) {
+  auto r = run("test --op moe_fused_mapping --random 4 --random-config --seed 11 --backend cpu");
+  EXPECT_TRUE(r.rc == 0 || r.rc == 2) << r.out;  // 2: some draw's override refused, naming its key
+  EXPECT_NE(r.out.find(",config=blocks="), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" 0 failed"), std::string::npos) << r.out;
+  r = run("test --op moe_fused_mapping --random-config --backend cpu");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("--random-config"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--random N"), std::string::npos) << r.out;
+  r = run("test --op moe_topk_gate --random 2 --random-config --backend cpu");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("moe_topk_gate"), std::string::npos) << r.out;
+}
+
+// --case-timeout: a case still running past it ends the process with exit 1,
+// naming the case (a hung kernel cannot be recovered in-process); cases
+// within it run as before.
+TEST(Cli, CaseTimeoutNamesTheCase) {
+  const std::string big = "--op moe_reduce_fused --variant Base --backend cpu "
+                          "--shape 'T=3522,K=1,H=8176,experts=188,ep=1,dtype=fp16,routing=uniform'";
+  auto r = run("test " + big + " --case-timeout 0.2");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("TIMEOUT moe_reduce_fused/Base/shape:T=3522,"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--case-timeout 0.2 s"), std::string::npos) << r.out;
+  r = run("test --op moe_reduce_fused --variant Base --backend cpu --shape 'T=5,K=2,H=64,dtype=bf16' --case-timeout 60");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(run("test --op moe_reduce_fused --case-timeout -1 --backend cpu").rc, 2);
+}
+
 TEST(Cli, TestRandomShapes) {
   auto r = run("test --op moe_topk_gate --random 3 --seed 11 --backend cpu");
   EXPECT_EQ(r.rc, 0) << r.out;

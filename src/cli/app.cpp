@@ -26,6 +26,7 @@ int run_main(int argc, char** argv) {
   auto* test = app.add_subcommand("test", "Check correctness against the golden");
   cli::add_filter_flags(test, o);
   cli::add_compile_flags(test, o);
+  cli::add_case_timeout_flag(test, o);
   test->add_option("--backend", o.backend, "cuda or cpu (default: cuda when a GPU is present)")
       ->check(CLI::IsMember({"cuda", "cpu"}));
   test->add_flag("--unchecked", o.unchecked, "Run without checked mode (index validation)");
@@ -33,6 +34,7 @@ int run_main(int argc, char** argv) {
   cli::add_filter_flags(bench, o);
   cli::add_compile_flags(bench, o);
   cli::add_timing_flags(bench, o);
+  cli::add_case_timeout_flag(bench, o);
   bench->add_option("--scopes", o.scopes,
                     "Time only these scopes of each case (comma-separated, e.g. experts,down; the main line always "
                     "runs, and 'main' names it); with --options ...,trace the stamps printed are the last name's, "
@@ -63,6 +65,7 @@ int run_main(int argc, char** argv) {
   cli::add_filter_flags(run, o);
   cli::add_compile_flags(run, o);
   cli::add_timing_flags(run, o);
+  cli::add_case_timeout_flag(run, o);
   run->add_option("--out", o.out, "Results directory (default: results)");
   run->add_option("--arch", o.arch, "Compile target when no GPU is present (default sm_90a)");
   auto* inspect = app.add_subcommand("inspect", "Show a kernel's generated source, PTX, SASS or resources");

@@ -1,5 +1,7 @@
 #include "commands.h"
 
+#include "case_watchdog.h"
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -170,7 +172,11 @@ Records test_cases(const std::vector<Case>& cases, DeviceType backend, const Opt
   int passed = 0, failed = 0, refusals = 0;
   auto ro = o.run_options(true);
   for (size_t i = 0; i < cases.size(); ++i) {
-    nlohmann::json r = harness::run_correctness(cases[i], backend, ro, env);
+    nlohmann::json r;
+    {
+      const CaseWatchdog watch(o.case_timeout, cases[i].id());
+      r = harness::run_correctness(cases[i], backend, ro, env);
+    }
     r["kind"] = "correctness";
     const bool ok = r["status"] == "pass", no = !ok && refused(r);
     ++(ok ? passed : no ? refusals : failed);
@@ -235,7 +241,11 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
   Progress p{cases.size()};
   auto ro = o.run_options(false);
   for (size_t i = 0; i < cases.size(); ++i) {
-    nlohmann::json r = harness::run_bench(cases[i], backend, ro, ctx, env);
+    nlohmann::json r;
+    {
+      const CaseWatchdog watch(o.case_timeout, cases[i].id());
+      r = harness::run_bench(cases[i], backend, ro, ctx, env);
+    }
     r["kind"] = "bench";
     if (r["status"] == "error") {
       con.line(fmt::format("{} {} {} {}", p.prefix(i), refused(r) ? "REFUSED" : "ERROR",

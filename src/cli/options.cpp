@@ -142,6 +142,13 @@ void add_filter_flags(CLI::App* app, Options& o) {
   app->add_option("--seed", o.seed, "Base seed (each case derives its own, recorded)");
 }
 
+void add_case_timeout_flag(CLI::App* app, Options& o) {
+  app->add_option("--case-timeout", o.case_timeout,
+                  "Seconds one case may run; past it the process prints TIMEOUT naming the case and exits 1 (a "
+                  "kernel that never finishes cannot be recovered in-process); 0, the default: no limit")
+      ->check(CLI::Range(0.0, 1e6));
+}
+
 void add_compile_flags(CLI::App* app, Options& o) {
   app->add_option("--options", o.compile_options,
                   "Compile option set: release|profile|debug[,maxrregcount=N,fast-math,ftz=0|1,prec-div=0|1,"

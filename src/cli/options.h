@@ -35,6 +35,7 @@ struct Options {
   std::string out = "results";
   std::string dump;     // inspect: source|ptx|sass|resources
   bool unchecked = false;
+  double case_timeout = 0;  // test, bench, run: seconds one case may run before the process exits naming it (0: no limit)
 
   harness::Selection selection() const;
   harness::RunOptions run_options(bool checked) const;
@@ -56,5 +57,6 @@ void add_manifest_flags(CLI::App* app, Options& o);
 void add_filter_flags(CLI::App* app, Options& o);
 void add_compile_flags(CLI::App* app, Options& o);
 void add_timing_flags(CLI::App* app, Options& o);
+void add_case_timeout_flag(CLI::App* app, Options& o);  // test, bench, run
 
 }  // namespace tilecraft::cli
