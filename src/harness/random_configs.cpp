@@ -162,7 +162,10 @@ std::string draw_config(const std::string& op, const std::string& shape, std::mt
   Drawer d{g, {}};
   if (op == "moe_grouped_gemm") {
     d.gemm("");
-    if (d.wgmma && shape.find("block_m=") == std::string::npos) return fmt::format(",block_m={},config={}", d.in(1, 2) * 64, d.text());
+    if (d.wgmma && shape.find("block_m=") == std::string::npos) {
+      const int block_m = 64 * d.in(1, 2);
+      return fmt::format(",block_m={},config={}", block_m, d.text());
+    }
   } else if (op == "fused_moe") {
     switch (d.in(0, 5)) {
       case 0:
