@@ -77,7 +77,7 @@ TEST(RandomShapes, CpuBackendPassesItsChecks) {
 // Random config overrides (harness::with_random_configs): the draw repeats
 // for a seed and keeps each shape; on the CPU backend, where a config is
 // resolved as sm_90a's kernels would take it, every small draw of every op
-// with keys passes or is refused naming one of its keys, and enough pass
+// with keys passes or is refused naming one of its keys, and enough pass (a fifth)
 // that GpuRandomConfigs runs kernels under overrides, not refusals only.
 TEST(RandomShapes, ConfigDrawsPassOrAreRefusedByName) {
   const uint64_t seed = test::random_shape_seed();
@@ -98,7 +98,7 @@ TEST(RandomShapes, ConfigDrawsPassOrAreRefusedByName) {
     SCOPED_TRACE(op);
     const test::PassedRefused n = test::expect_config_cases_pass_or_refused(op, DeviceType::kCPU, shapes);
     std::cout << op << ": " << n.passed << " passed, " << n.refused << " refused" << std::endl;
-    EXPECT_GE(n.passed * 4, n.passed + n.refused) << "at least a quarter of the draws must run";
+    EXPECT_GE(n.passed * 5, n.passed + n.refused) << "at least a fifth of the draws must run";
   }
   TC_EXPECT_ERROR(harness::with_random_configs("moe_topk_gate", {"T=1"}, seed), ErrorKind::kInvalidArgument,
                   "--random-config", "moe_topk_gate");
