@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 
 #include "tilecraft/harness/precompile.h"
@@ -20,25 +21,37 @@ std::string temp_dir(const std::string& name) {
 }
 
 namespace {
-int run_selected(const harness::Selection& s, DeviceType backend, const std::map<std::string, int>& config) {
+// Every case `s` selects, run on `backend` under `config` (checked mode),
+// one line per case as it starts (so a test stopped by its timeout names the
+// case it was in); `on_record` takes each case and its record.
+void for_each_case(const harness::Selection& s, DeviceType backend, const std::map<std::string, int>& config,
+                   const std::function<void(const harness::Case&, const nlohmann::json&)>& on_record) {
   auto m = harness::Manifest::load();
   std::deque<harness::WorkloadSpec> storage;
   auto env = harness::capture_env();
   harness::RunOptions checked;
   checked.checked = true;
   checked.config = config;
-  int n = 0;
   const auto cases = harness::select_cases(m, s, storage);
   if (backend == DeviceType::kCUDA) harness::precompile(cases, checked, rt::device_info(0).arch());
-  for (auto& c : cases) {
-    // One line per case as it starts, so a test stopped by its timeout names
-    // the case it was in.
-    const std::string what = c.op->name + " / " + c.variant->name + " / " + c.workload->name;
-    std::cout << "[" << n + 1 << "/" << cases.size() << "] " << what << std::endl;
-    auto r = harness::run_correctness(c, backend, checked, env);
-    EXPECT_EQ(r["status"].get<std::string>(), "pass") << what << " (seed " << c.seed << "): " << r.dump();
-    ++n;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto& c = cases[i];
+    std::cout << "[" << i + 1 << "/" << cases.size() << "] " << c.op->name << " / " << c.variant->name << " / "
+              << c.workload->name << std::endl;
+    on_record(c, harness::run_correctness(c, backend, checked, env));
   }
+}
+
+std::string what_of(const harness::Case& c) {
+  return c.op->name + " / " + c.variant->name + " / " + c.workload->name + " (seed " + std::to_string(c.seed) + ")";
+}
+
+int run_selected(const harness::Selection& s, DeviceType backend, const std::map<std::string, int>& config) {
+  int n = 0;
+  for_each_case(s, backend, config, [&](const harness::Case& c, const nlohmann::json& r) {
+    EXPECT_EQ(r["status"].get<std::string>(), "pass") << what_of(c) << ": " << r.dump();
+    ++n;
+  });
   return n;
 }
 }  // namespace
@@ -64,25 +77,15 @@ PassedRefused expect_config_cases_pass_or_refused(const std::string& op, DeviceT
   harness::Selection s;
   s.op = op;
   s.shapes = shapes;
-  auto m = harness::Manifest::load();
-  std::deque<harness::WorkloadSpec> storage;
-  auto env = harness::capture_env();
-  harness::RunOptions checked;
-  checked.checked = true;
-  const auto cases = harness::select_cases(m, s, storage);
-  if (backend == DeviceType::kCUDA) harness::precompile(cases, checked, rt::device_info(0).arch());
   PassedRefused n;
-  for (size_t i = 0; i < cases.size(); ++i) {
-    const auto& c = cases[i];
-    const std::string what = c.op->name + " / " + c.variant->name + " / " + c.workload->name;
-    std::cout << "[" << i + 1 << "/" << cases.size() << "] " << what << std::endl;
-    const auto r = harness::run_correctness(c, backend, checked, env);
+  for_each_case(s, backend, {}, [&](const harness::Case& c, const nlohmann::json& r) {
     if (r["status"] == "pass") {
       ++n.passed;
-      continue;
+      return;
     }
-    EXPECT_TRUE(r.value("refused", false)) << what << " (seed " << c.seed << "): " << r.dump();
-    if (!r.value("refused", false)) continue;
+    const bool refused = r.value("refused", false);
+    EXPECT_TRUE(refused) << what_of(c) << ": " << r.dump();
+    if (!refused) return;
     ++n.refused;
     const std::string msg = r.value("error", std::string());
     bool named = false;
@@ -92,8 +95,8 @@ PassedRefused expect_config_cases_pass_or_refused(const std::string& op, DeviceT
         if (base.rfind(prefix, 0) == 0) base = base.substr(std::string(prefix).size());
       named = named || msg.find(base) != std::string::npos;
     }
-    EXPECT_TRUE(named) << what << ": the refusal names none of the config's keys: " << msg;
-  }
+    EXPECT_TRUE(named) << what_of(c) << ": the refusal names none of the config's keys: " << msg;
+  });
   return n;
 }
 

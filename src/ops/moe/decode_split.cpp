@@ -4,6 +4,7 @@
 
 #include "moe/decode_split_params.cuh"
 #include "ops/moe/launch_counters.h"
+#include "ops/moe/moe_grouped_gemm_common.h"
 #include "ops/moe/tma_map.h"
 #include "tilecraft/error.h"
 #include "tilecraft/jit/jit.h"
@@ -60,10 +61,11 @@ std::string decode_split_blocker(const FusedMoeArgs& a, int64_t T, int64_t H, in
   if (T != 1) return fmt::format("T = {} (one token only)", T);
   if (!a.w_gate.stacked || !a.w_up.stacked || !a.w_down.stacked || a.w_gate.layout != WeightLayout::kNK)
     return "per-expert or [K, N] weights (stacked [E, N, K] only)";
-  // Its bulk copies start at expert bases: 16-byte aligned strides (views
-  // of a fused w13 [E, 2I, H] have 2IH-element ones).
+  // Its bulk copies start at expert bases: 16-byte aligned bases and strides
+  // (views of a fused w13 [E, 2I, H] have 2IH-element ones).
   for (const ExpertWeights* w : {&a.w_gate, &a.w_up, &a.w_down})
-    if (w->expert_stride() * 2 % 16) return "stacked weights whose experts lie apart by a stride not 16-byte aligned";
+    if (!grouped_gemm::weights_aligned16(*w))
+      return "stacked weights whose base or expert stride is not 16-byte aligned";
   if (H % 8 || H > 8192) return fmt::format("H = {} (a multiple of 8, at most 8192)", H);
   return width_blocker(H, I);
 }
