@@ -453,6 +453,11 @@ TEST(GpuFusedMoe, FusedCombineErrors) {
   TC_EXPECT_ERROR(ops::fused_moe(L.args(), L.params(), s.get(), nullptr, o), ErrorKind::kInvalidArgument, "fused_moe",
                   "fused_combine", "TMA");
   o = {};
+  o.fused_combine = 1;
+  o.down.persistent = 0;  // the static walk: a waiting combine warp could hold a later tile's SM
+  TC_EXPECT_ERROR(ops::fused_moe(L.args(), L.params(), s.get(), nullptr, o), ErrorKind::kInvalidArgument, "fused_moe",
+                  "fused_combine", "persistent=0");
+  o = {};
   o.fused_combine = 2;
   TC_EXPECT_ERROR(ops::fused_moe(L.args(), L.params(), s.get(), nullptr, o), ErrorKind::kInvalidArgument,
                   "fused_combine", "-1 (choose)", "2");

@@ -373,6 +373,34 @@ struct EightExpertGatedGemm {
 // where it cannot run, naming what was chosen; its kernels (gated and plain,
 // A gathered and by TMA, 64- and 128-row tiles, pairs) compile for sm_90a
 // without spills, the key as the last template argument.
+// The combine fused into a plain projection: only on the warp-specialised
+// kernel with A and stores by TMA and the dynamic tile scheduler. With the
+// static walk a combine warp waiting for a tile of a CTA not yet resident
+// holds the SM that CTA needs (a fuzz case at T=2814 stopped there).
+TEST(MoeGroupedGemmCpu, FusedCombineNeedsTheDynamicScheduler) {
+  HostTensor a(DType::kBF16, {1024, 256}), w(DType::kBF16, {2, 512, 256}), out(DType::kBF16, {1024, 512});
+  HostTensor tiles(DType::kI32, {8}), idx(DType::kI32, {1024});
+  ops::MoeGroupedGemmArgs g = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view());
+  g.a_index.reset();  // the down projection reads its rows in layout order (A by TMA)
+  ops::MoeGroupedGemmConfig over;
+  over.sm90 = 2, over.tma = 2, over.tma_store = 1;
+  const auto c = ops::moe_grouped_gemm_config(g, over, 9, 132);
+  ASSERT_EQ(c.persistent, 2);
+  EXPECT_EQ(ops::moe_grouped_gemm_combine_blocker(g, c, 4), "");
+  for (int persistent : {0, 1}) {
+    over.persistent = persistent;
+    const std::string why = ops::moe_grouped_gemm_combine_blocker(g, ops::moe_grouped_gemm_config(g, over, 9, 132), 4);
+    EXPECT_NE(why.find("persistent=" + std::to_string(persistent)), std::string::npos) << why;
+    EXPECT_NE(why.find("persistent=2"), std::string::npos) << why;
+  }
+  over.persistent = 2, over.tma = 1;
+  EXPECT_NE(ops::moe_grouped_gemm_combine_blocker(g, ops::moe_grouped_gemm_config(g, over, 9, 132), 4).find("TMA"),
+            std::string::npos);
+  over.tma = 2;
+  EXPECT_NE(ops::moe_grouped_gemm_combine_blocker(g, ops::moe_grouped_gemm_config(g, over, 9, 132), 33).find("33 slots"),
+            std::string::npos);
+}
+
 TEST(MoeGroupedGemmCpu, FillStoresConfig) {
   EightExpertGatedGemm e;
   HostTensor &a = e.a, &w = e.w, &idx = e.idx, &out = e.out;

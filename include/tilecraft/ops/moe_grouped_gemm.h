@@ -264,8 +264,9 @@ bool moe_grouped_gemm_uses_gemv(const MoeGroupedGemmArgs& a, const MoeGroupedGem
 constexpr int64_t moe_grouped_gemm_max_preload_bytes = 100 * 1024;
 // Why the combine cannot be fused into a launch of `a` under the resolved
 // config `c` ("" when it can): the warp-specialised kernel with A and C by
-// TMA, one CTA per tile cluster, a plain projection with 16-bit output rows
-// of a multiple of 8 elements, a tile schedule, at most 32 slots per token.
+// TMA on the dynamic tile scheduler (persistent=2), one CTA per tile
+// cluster, a plain projection with 16-bit output rows of a multiple of 8
+// elements, a tile schedule, at most 32 slots per token.
 std::string moe_grouped_gemm_combine_blocker(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c,
                                              int64_t slots);
 

@@ -150,6 +150,15 @@ std::string moe_grouped_gemm_combine_blocker(const MoeGroupedGemmArgs& a, const 
   if (c.sm90 != 2 || c.tma != 2 || c.tma_store != 1 || c.gemv == 1)
     return fmt::format("{} (the warp-specialised kernel with A, weights and stores by TMA)", c.str());
   if (c.cluster == 2) return "cluster=2 (one CTA per tile only)";
+  // A combine warp waits for row tiles; its CTA cannot leave until they are
+  // stored. With the static walk (persistent 0 or 1) a tile may belong to a
+  // CTA not yet resident (persistent=0 past one wave; persistent=1 when
+  // other work holds SMs), which waits for the SM that waiting CTA holds: a
+  // deadlock. The dynamic scheduler hands tiles only to running CTAs.
+  if (c.persistent != 2)
+    return fmt::format("persistent={} (the dynamic tile scheduler, persistent=2, only: with a static walk a "
+                       "waiting combine warp can hold the SM its tile's CTA needs)",
+                       c.persistent);
   if (a.w_up || a.combine != 1) return "a gated projection or a decode combine";
   if (!a.tile_expert) return "no tile schedule";
   if (a.out.dtype == DType::kF32 || a.out.shape[1] % 8) return fmt::format("out {}", a.out.describe());

@@ -5,7 +5,8 @@
 # projection with the combine fused into it (`fused_combine=1`, opt-in)
 # at T=2814, K=1, E=55. A hang of the fused combine's protocol, or of state
 # an earlier case left? Each step a process of its own, under a timeout
-# (rc 124 = it stopped). ~4 min.
+# (rc 124 = it stopped). ~4 min. Session 44 added: the kernels' resources,
+# and the static walk's refusal (persistent=0 with the fused combine).
 export O=$OUT; mkdir -p $O/l; export OUT=$O/l
 B=build-werror
 t0=$SECONDS
@@ -16,6 +17,8 @@ run() {  # name, timeout, args...
   local n=$1 t=$2; shift 2; local t0=$SECONDS
   timeout $t "$@" > $OUT/$n.log 2>&1; echo "$n rc=$? in $((SECONDS - t0))s: $(tail -1 $OUT/$n.log | cut -c1-160)"
 }
+run inspect 60 $B/tilecraft inspect --op fused_moe --shape "$S,config=fused_combine=1" --dump resources
+run persistent0 40 $B/tilecraft test --op fused_moe --shape "$S,config=fused_combine=1;down_persistent=0"
 run alone 40 $B/tilecraft test --op fused_moe --shape "$S,config=gate_tokens_per_block=2;fused_combine=1"
 run combine_only 40 $B/tilecraft test --op fused_moe --shape "$S,config=fused_combine=1"
 run no_pdl 40 env TILECRAFT_PDL=0 $B/tilecraft test --op fused_moe --shape "$S,config=fused_combine=1"
