@@ -430,7 +430,11 @@ WorkloadSpec parse_shape_workload(const OpSpec& op, const std::string& text) {
       if (eq == std::string::npos || eq == 0)
         throw_arg_error(ErrorKind::kInvalidArgument, op.name, "--shape", "KEY=VALUE pairs separated by commas",
                         "'" + part + "'");
-      n[part.substr(0, eq)] = part.substr(eq + 1);
+      const std::string key = part.substr(0, eq);
+      if (n[key])  // (else the last one would silently win)
+        throw_arg_error(ErrorKind::kInvalidArgument, op.name, "--shape", "each key once",
+                        "'" + key + "' twice in '" + text + "'");
+      n[key] = part.substr(eq + 1);
     }
     if (comma == std::string::npos) break;
     start = comma + 1;

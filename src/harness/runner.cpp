@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <cmath>
 #include <cstring>
 
@@ -369,13 +370,29 @@ void record_error(nlohmann::json& r, const Error& e) {
   // (as for any argument it refuses up front) and 1 for failures.
   r["refused"] = e.kind() == ErrorKind::kInvalidArgument || e.kind() == ErrorKind::kType;
 }
+
+// Sizes and generates the case's inputs into `d`; where that is refused (a
+// tensor that cannot exist, a workload parameter the op does not take) the
+// case's record says so instead, so a run of many cases goes on past it.
+std::optional<nlohmann::json> generate_or_refuse(const OpAdapter& a, const Case& c, DeviceType backend,
+                                                 const EnvInfo& env, CaseData& d) {
+  try {
+    check_case_fits(c, backend);
+    d = a.generate(c);
+    return std::nullopt;
+  } catch (const Error& e) {
+    nlohmann::json r = base_record(c, backend, CaseData{}, env);
+    record_error(r, e);
+    return r;
+  }
+}
 }  // namespace
 
 nlohmann::json run_correctness(const Case& c, DeviceType backend, const RunOptions& given, const EnvInfo& env) {
   const OpAdapter& a = adapter_for(c.op->name);
   auto t0 = std::chrono::steady_clock::now();
-  check_case_fits(c, backend);
-  CaseData d = a.generate(c);
+  CaseData d;
+  if (auto refused = generate_or_refuse(a, c, backend, env, d)) return *refused;
   nlohmann::json r = base_record(c, backend, d, env);
   r["golden"] = "cpu reference (" + c.op->tolerance.mode + ")";
   r["checked_mode"] = given.checked;
@@ -431,8 +448,8 @@ std::string vs_side_text(const VsSide& side) {
 nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& given, const BenchContext& ctx,
                          const EnvInfo& env) {
   const OpAdapter& a = adapter_for(c.op->name);
-  check_case_fits(c, backend);
-  CaseData d = a.generate(c);
+  CaseData d;
+  if (auto refused = generate_or_refuse(a, c, backend, env, d)) return *refused;
   nlohmann::json r = base_record(c, backend, d, env);
   r["scope"] = a.main_scope();
   r["flush"] = ctx.timing.hot ? "none (hot)" : ctx.timing.flush;
