@@ -33,6 +33,7 @@ std::string Case::id() const { return op->name + "/" + variant->name + "/" + wor
 RunOptions with_workload_config(const Case& c, const RunOptions& o) {
   if (c.workload->config.empty()) return o;
   RunOptions r = o;
+  r.config_arg = o.config.empty() ? "config (of the workload)" : "--config or the workload's config";
   for (const auto& [key, value] : c.workload->config) {
     const auto [it, added] = r.config.emplace(key, value);
     if (!added && it->second != value)

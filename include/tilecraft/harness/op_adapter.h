@@ -60,6 +60,9 @@ struct RunOptions {
   bool checked = false;
   jit::CompileOptions compile;
   std::map<std::string, int> config;  // kernel config overrides, op-specific keys
+  // Where `config` came from, for errors about its keys: the flag, or with
+  // with_workload_config also the workload's own `config`.
+  std::string config_arg = "--config";
   // The compute capability (major) whose kernels `kernels()` lists: the
   // target of `compile` / `inspect --arch`; 0 = the GPU's, or 9 without one.
   int cc_major = 0;

@@ -616,7 +616,7 @@ class FusedMoeAdapter final : public OpAdapter {
  private:
   static ops::FusedMoeOptions layer_options(const RunOptions& o) {
     // (Each error names the key and what it takes; the keys are in the README.)
-    ops::FusedMoeOptions m = ops::fused_moe_options(o.config, "--config");
+    ops::FusedMoeOptions m = ops::fused_moe_options(o.config, o.config_arg.c_str());
     m.compile = o.compile;
     return m;
   }

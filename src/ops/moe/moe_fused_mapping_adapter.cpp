@@ -28,7 +28,7 @@ ops::MoeFusedMappingParams params_from(const CaseData& d, const RunOptions* o = 
   if (o)
     for (auto& [k, v] : o->config) {
       if (k == "blocks") p.blocks = v;
-      else throw_arg_error(ErrorKind::kInvalidArgument, kOp, "--config", "key blocks", "'" + k + "'");
+      else throw_arg_error(ErrorKind::kInvalidArgument, kOp, o->config_arg, "key blocks", "'" + k + "'");
     }
   return p;
 }

@@ -196,7 +196,7 @@ class MoeGroupedGemmAdapter final : public OpAdapter {
   static ops::MoeGroupedGemmOptions op_options(const RunOptions& o) {
     ops::MoeGroupedGemmOptions m;
     m.compile = o.compile;
-    for (auto& [k, v] : o.config) ops::set_config_key(m.config, k, v, kOp, "--config");
+    for (auto& [k, v] : o.config) ops::set_config_key(m.config, k, v, kOp, o.config_arg.c_str());
     return m;
   }
 

@@ -129,7 +129,7 @@ ops::MoeReduceFusedOptions op_options(const RunOptions& o) {
     else if (k == "hints") m.hints = v;
     else if (k == "ctas_per_sm") m.ctas_per_sm = v;
     else
-      throw_arg_error(ErrorKind::kInvalidArgument, kOp, "--config", "keys vec, items, block, hints, ctas_per_sm",
+      throw_arg_error(ErrorKind::kInvalidArgument, kOp, o.config_arg, "keys vec, items, block, hints, ctas_per_sm",
                       "'" + k + "'");
   }
   return m;
