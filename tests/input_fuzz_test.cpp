@@ -9,10 +9,13 @@
 
 #include <cstdlib>
 #include <deque>
+#include <fstream>
+#include <sstream>
 #include <random>
 
 #include "test_util.h"
 #include "tilecraft/harness/random_shapes.h"
+#include "tilecraft/harness/manifest.h"
 #include "tilecraft/harness/runner.h"
 
 namespace tilecraft {
@@ -175,6 +178,57 @@ TEST(InputFuzz, MutatedShapeStringsAreRefusedOrRun) {
     SCOPED_TRACE(op);
     report(op, fuzz_op(m, op, draws, seed, 16));
   }
+}
+
+// A user's manifest file (--manifest) with one or two broken lines (deleted,
+// repeated, re-indented, a value replaced, a character inserted): loaded,
+// or refused by a tilecraft::Error that names the file (never a YAML
+// library exception or a crash). Mutations of the built-in manifest, read
+// as a file of its own.
+TEST(InputFuzz, MutatedManifestsLoadOrAreRefusedNamingTheFile) {
+  std::ifstream in(Manifest::builtin_dir() + "/moe.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(text, line);) lines.push_back(line);
+  ASSERT_GT(lines.size(), 100u);
+  const std::string dir = test::temp_dir("input_fuzz_manifest");
+  std::mt19937_64 rng(20261202);
+  auto pick = [&rng](size_t n) { return size_t(rng() % std::max<size_t>(n, 1)); };
+  int loaded = 0, refused = 0;
+  for (int i = 0; i < 150; ++i) {
+    std::vector<std::string> m = lines;
+    for (int e = 1 + int(rng() % 2); e > 0; --e) {
+      const size_t at = pick(m.size());
+      std::string& line = m[at];
+      switch (rng() % 5) {
+        case 0: m.erase(m.begin() + long(at)); break;
+        case 1: m.insert(m.begin() + long(at), line); break;
+        case 2: line = rng() % 2 ? "  " + line : line.substr(std::min<size_t>(2, line.size())); break;
+        case 3: {
+          const size_t colon = line.find(": ");
+          if (colon != std::string::npos) line = line.substr(0, colon + 2) + kOddValues[pick(kOddValues.size())];
+          break;
+        }
+        default: line.insert(pick(line.size() + 1), 1, kOddChars[pick(kOddChars.size())]); break;
+      }
+    }
+    std::string body;
+    for (const std::string& line : m) body += line + "\n";
+    const std::string path = dir + "/mutated_" + std::to_string(i) + ".yaml";
+    std::ofstream(path) << body;
+    try {
+      Manifest().merge_file(path);
+      ++loaded;
+    } catch (const Error& e) {
+      ++refused;
+      EXPECT_NE(std::string(e.what()).find("mutated_" + std::to_string(i) + ".yaml"), std::string::npos)
+          << "the error must name the file: " << e.what();
+    }
+  }
+  std::cout << loaded << " mutated manifests loaded, " << refused << " refused" << std::endl;
+  EXPECT_GT(refused, 0);
+  EXPECT_GT(loaded, 0);
 }
 
 }  // namespace tilecraft
