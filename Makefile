@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 OUT ?= results
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build run test test-cpu test-gpu test-python clean format
+.PHONY: all deps configure build run test test-cpu test-gpu test-python test-sanitize clean format
 
 all: build
 
@@ -36,6 +36,16 @@ test-python: build
 
 test-cpu: build
 	cd $(BUILD_DIR) && TILECRAFT_CACHE_DIR=$(abspath $(BUILD_DIR))/test_jit_cache ctest -L cpu --output-on-failure -j $(JOBS)
+
+# The CPU tests built with AddressSanitizer and UndefinedBehaviorSanitizer
+# (own tree, build-sanitize; slower: not part of `make test`).
+SANITIZE_DIR ?= build-sanitize
+test-sanitize: deps
+	@cmake -S . -B $(SANITIZE_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTILECRAFT_SANITIZE=ON -DTILECRAFT_PYTHON=OFF > /dev/null
+	@cmake --build $(SANITIZE_DIR) -j $(JOBS)
+	cd $(SANITIZE_DIR) && TILECRAFT_CACHE_DIR=$(abspath $(SANITIZE_DIR))/test_jit_cache \
+	  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest -L cpu --output-on-failure -j $(JOBS) --timeout 1800
 
 test-gpu: build
 	cd $(BUILD_DIR) && TILECRAFT_CACHE_DIR=$(abspath $(BUILD_DIR))/test_jit_cache ctest -L gpu --output-on-failure
