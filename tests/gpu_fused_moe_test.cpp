@@ -344,6 +344,17 @@ TEST(GpuFusedMoe, FusedCombineKeepsTheBits) {
   if (rt::device_info(0).cc_major != 9) GTEST_SKIP() << "the fused combine runs in the sm_90 warp-specialised kernel";
   for (const char* w : {"race-functional-1", "race-functional-2"})
     EXPECT_EQ(test::expect_manifest_cases_pass("fused_moe", DeviceType::kCUDA, w, {{"fused_combine", 1}}), 1) << w;
+  // Rows of N / 8 chunks that are not a multiple of a warp's (H = 664: 83,
+  // H = 1232: 154): the combine warps' shuffles once hung on these (random
+  // config draws, session 43-44), against the golden.
+  EXPECT_EQ(test::expect_shape_cases_pass(
+                "fused_moe", DeviceType::kCUDA,
+                {"T=2814,H=664,I=648,E=55,K=1,dtype=fp16,weights=stacked,routing=uniform,mode=sigmoid_grouped_topk,"
+                 "n_group=5,topk_group=2,scale=2.5,renormalize=true,config=fused_combine=1",
+                 "T=86,H=1232,I=552,E=64,K=6,dtype=fp16,weights=per_expert,routing=router,renormalize=true,"
+                 "config=mapping_blocks=1;fused_combine=1",
+                 "T=1000,H=520,I=200,E=16,K=3,dtype=bf16,weights=stacked,routing=skewed,config=fused_combine=1"}),
+            3);
   struct Shape {
     int64_t T, E, K;
   };

@@ -148,7 +148,12 @@ struct GemmCombine {
                                                    float my_w) {
     OutT* out = static_cast<OutT*>(p.comb_out) + t * p.N;
     const int lane = threadIdx.x & 31, chunks = p.N / 8;
-    for (int ch0 = lane; ch0 < chunks; ch0 += 32 * U) {
+    // Warp-uniform trips (add_slots shuffles over the whole warp): a lane
+    // past the row's last chunk loads nothing and stores nothing. (A loop
+    // bounded per lane left lanes out of the shuffles wherever N / 8 is not
+    // a multiple of 32 U, and the warp hung: H = 664 or 1232.)
+    for (int base = 0; base < chunks; base += 32 * U) {
+      const int ch0 = base + lane;
       float acc[U][8];
 #pragma unroll
       for (int u = 0; u < U; ++u)
