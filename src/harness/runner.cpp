@@ -241,7 +241,9 @@ struct HostOutputs {
   explicit HostOutputs(const CaseData& d) {
     for (auto& o : d.outputs) {
       HostTensor t(o.dtype, o.shape);
-      std::memset(t.data(), kPoison, t.nbytes());
+      // An empty output (T = 0) has no storage: memset of a null pointer is
+      // undefined even for zero bytes.
+      if (t.nbytes() != 0) std::memset(t.data(), kPoison, t.nbytes());
       owned.emplace(o.name, t);
       views[o.name] = t.view();
     }
