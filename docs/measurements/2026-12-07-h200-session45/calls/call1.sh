@@ -25,7 +25,7 @@ S2='T=86,H=1232,I=552,E=64,K=6,dtype=fp16,weights=per_expert,routing=router,reno
 run shape_h664 $(cap 40) $B/tilecraft test --op fused_moe --shape "$S1"
 run shape_h1232 $(cap 40) $B/tilecraft test --op fused_moe --shape "$S2"
 run ctest_combine $(cap 120) ctest --test-dir $B -R "FusedCombine" --output-on-failure
-run gpu_tests $(cap 380) ctest --test-dir $B -L gpu -E "FusedCombine" -j 4 --output-on-failure
+run gpu_tests $(cap 380) ctest --test-dir $B -L gpu -E "FusedCombine" -j 6 --output-on-failure
 grep -E "tests passed|tests failed|Failed|\*\*\*|Timeout" $OUT/gpu_tests.log | head -20
 run fuzz_layer_16 $(cap 80) $B/tilecraft test --op fused_moe --random 50 --random-config --seed 16 --case-timeout 40
 run race $(cap 90) $B/tilecraft test --tag race --case-timeout 50
