@@ -1,7 +1,7 @@
-# Session 45, call 1. Device starts were scarce (six refused, ~15 minutes of
-# the budget), so one call holds everything, most important first, each
-# step cut to what is left before DEADLINE seconds (passed in: the budget
-# left when the call was made, less a margin):
+# Prepared by session 45 (no device machine could be started in it: eight
+# starts refused, the whole budget). One call holds everything, most
+# important first, each step cut to what is left before DEADLINE seconds
+# (default 570; pass less when less device time is left):
 # 1. the fused combine's fix (warp-uniform chunk trips) on the two shapes
 #    that hung in sessions 43-44, alone under timeouts;
 # 2. the fused-combine GPU tests;
@@ -29,4 +29,7 @@ run gpu_tests $(cap 380) ctest --test-dir $B -L gpu -E "FusedCombine" -j 6 --out
 grep -E "tests passed|tests failed|Failed|\*\*\*|Timeout" $OUT/gpu_tests.log | head -20
 run fuzz_layer_16 $(cap 80) $B/tilecraft test --op fused_moe --random 50 --random-config --seed 16 --case-timeout 40
 run race $(cap 90) $B/tilecraft test --tag race --case-timeout 50
+# 5. The combine warps under synccheck (divergent full-mask collectives
+#    are what it reports) on the small shape that hung (H / 8 = 154).
+run synccheck $(cap 120) compute-sanitizer --tool synccheck --error-exitcode 3 $B/tilecraft test --op fused_moe --shape "$S2"
 cd $O && tar czf logs.tgz l
