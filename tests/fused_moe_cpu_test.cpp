@@ -777,7 +777,7 @@ TEST(FusedMoeCpu, StackedWeightsMayLieApart) {
   p.top_k = int(K);
   p.gate.renormalize = true;
   HostTensor want(dt, {T, H}), got(dt, {T, H});
-  std::memset(got.data(), 0xff, got.nbytes());
+  got.fill_bytes(0xff);
   ops::fused_moe_cpu(stacked_layer_args(x.view(), wr.view(), wg.view(), wu.view(), wd.view(), want.view()), p);
   ops::fused_moe_cpu(stacked_layer_args(x.view(), wr.view(), gate, up, down, got.view()), p);
   double mass = 0;
@@ -799,7 +799,7 @@ TEST(FusedMoeCpu, StackedWeightsMayLieApart) {
   g.w.stacked = gate;
   g.w_up->stacked = up;
   g.out = g_got.view();
-  std::memset(g_got.data(), 0xff, g_got.nbytes());
+  g_got.fill_bytes(0xff);
   ops::moe_grouped_gemm_cpu(g);
   EXPECT_EQ(std::memcmp(g_want.data(), g_got.data(), g_want.nbytes()), 0) << "the grouped GEMM on views";
 

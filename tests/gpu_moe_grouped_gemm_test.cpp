@@ -441,7 +441,7 @@ TEST(GpuMoeGroupedGemm, PerRowSchedules) {
       for (int bn : bulk ? std::vector<int>{32} : std::vector<int>{32, 16})
         for (int balance : bulk ? std::vector<int>{2} : std::vector<int>{2, 0}) {
           HostTensor want(dt, {T * S, N});
-          std::memset(want.data(), 0, want.nbytes());  // rows without an expert are not written
+          want.fill_bytes(0);  // rows without an expert are not written
           ops::MoeGroupedGemmArgs g;
           g.a = x.view(), g.w = experts(w, dw, true), g.w_up = experts(wu, dwu, true), g.out = want.view();
           g.tile_expert = ids.view(), g.a_repeat = S;

@@ -1205,7 +1205,7 @@ TEST(MoeGroupedGemmCpu, PerRowGoldenMatchesDirectSums) {
   HostTensor xs(DType::kBF16, {T * S, K});
   for (int64_t r = 0; r < T * S; ++r)
     std::memcpy(xs.ptr<uint16_t>() + r * K, x.ptr<uint16_t>() + (r / S) * K, size_t(K) * 2);
-  std::memset(y.data(), 0xff, y.nbytes());
+  y.fill_bytes(0xff);
   ops::moe_grouped_gemm_cpu(per_row_args(xs.view(), w.view(), y.view(), ids.view(), S, true, scale.view()));
   for (int64_t t = 0; t < T; ++t)
     for (int64_t n = 0; n < N; ++n) {
@@ -1234,7 +1234,7 @@ TEST(MoeGroupedGemmCpu, RowTokenMakesPaddingRowsZero) {
   g.tile_expert = tiles.view();
   g.row_scale = scale.view();
   g.row_token = token.view();
-  std::memset(out.data(), 0xff, out.nbytes());  // NaN poison
+  out.fill_bytes(0xff);  // NaN poison
   ops::moe_grouped_gemm_cpu(g);
   for (int64_t r = 0; r < M; ++r) {
     double row_abs = 0;

@@ -22,7 +22,7 @@ struct Bufs {
     for (int64_t i = 0; i < T * K; ++i) w.ptr<float>()[i] = 0.25f * float(i % 3 + 1);
     for (int64_t i = 0; i < E; ++i) xsf.ptr<float>()[i] = 1.5f;
     sf.ptr<float>()[0] = 2.0f;
-    std::memset(x.data(), 0x3c, x.nbytes());
+    x.fill_bytes(0x3c);
   }
   MoeReduceFusedArgs args() const {
     MoeReduceFusedArgs a;

@@ -61,7 +61,7 @@ inline HostTensor fuse_gate_up(const HostTensor& gate, const HostTensor& up) {
 inline HostTensor pad_expert_rows(const HostTensor& w, int64_t pad) {
   const int64_t E = w.shape()[0], R = w.shape()[1], C = w.shape()[2];
   HostTensor big(w.dtype(), {E, R + pad, C});
-  std::memset(big.data(), 0x7f, big.nbytes());  // rows the view leaves out: large values, should any be read
+  big.fill_bytes(0x7f);  // rows the view leaves out: large values, should any be read
   const size_t m = size_t(R * C) * dtype_size(w.dtype()), stride = size_t((R + pad) * C) * dtype_size(w.dtype());
   for (int64_t e = 0; e < E; ++e)
     std::memcpy(static_cast<char*>(big.data()) + size_t(e) * stride, static_cast<const char*>(w.data()) + size_t(e) * m,

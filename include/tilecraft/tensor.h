@@ -74,6 +74,7 @@ class HostTensor {
   const Shape& shape() const { return view_.shape; }
   size_t nbytes() const { return view_.nbytes(); }
   int64_t numel() const { return view_.numel(); }
+  void fill_bytes(uint8_t value);  // every byte; an empty tensor (no storage) is left as it is
 
  private:
   std::shared_ptr<std::byte> storage_;

@@ -119,6 +119,11 @@ HostTensor DeviceTensor::to_host() const {
   return h;
 }
 
+// memset of an empty tensor's null pointer is undefined even for 0 bytes.
+void HostTensor::fill_bytes(uint8_t value) {
+  if (nbytes()) std::memset(data(), value, nbytes());
+}
+
 void DeviceTensor::fill_bytes(uint8_t value) {
   if (!nbytes()) return;
   TC_DRV(cuMemsetD8, reinterpret_cast<CUdeviceptr>(view_.data), value, nbytes());

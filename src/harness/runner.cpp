@@ -241,9 +241,7 @@ struct HostOutputs {
   explicit HostOutputs(const CaseData& d) {
     for (auto& o : d.outputs) {
       HostTensor t(o.dtype, o.shape);
-      // An empty output (T = 0) has no storage: memset of a null pointer is
-      // undefined even for zero bytes.
-      if (t.nbytes() != 0) std::memset(t.data(), kPoison, t.nbytes());
+      t.fill_bytes(kPoison);
       owned.emplace(o.name, t);
       views[o.name] = t.view();
     }
