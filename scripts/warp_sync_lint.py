@@ -75,11 +75,9 @@ def matching(src, i, open_ch, close_ch):
 def functions(src):
     """(name, body) of every __device__ function defined in src."""
     for m in re.finditer(r"__device__\b", src):
-        brace, semi = src.find("{", m.end()), src.find(";", m.end())
-        if brace < 0 or (0 <= semi < brace and "(" not in src[m.end():semi]):
-            continue
+        brace = src.find("{", m.end())
         head = src[m.end():brace]
-        if ";" in head or "(" not in head:
+        if brace < 0 or ";" in head or "(" not in head:  # a declaration or a variable
             continue
         name = re.findall(r"(\w+)\s*\(", head)
         if name:
