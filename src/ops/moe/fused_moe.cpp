@@ -187,7 +187,7 @@ bool fuse_combine(const FusedMoeArgs& a, const Buffers& b, const Dims& d, const 
     why = fmt::format("out {} (the fused combine writes the activations' type, {})", a.out.describe(),
                       dtype_name(g.out.dtype));
   TC_CHECK_ARG(why.empty(), kOp, "fused_combine",
-               "a down projection on the warp-specialised kernel with A and stores by TMA (sm_90)", why);
+               "a down projection on the warp-specialised kernel with A, weights and stores by TMA (sm_90)", why);
   return true;
 }
 

@@ -218,7 +218,8 @@ void set_fused_combine(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& 
   const auto& ci = *a.combine_into;
   const std::string why = moe_grouped_gemm_combine_blocker(a, c, ci.pos.shape[1]);
   TC_CHECK_ARG(why.empty(), kOp, "combine_into",
-               "a launch that can fuse the combine (moe_grouped_gemm_combine_blocker)", why);
+               "a launch that can fuse the combine (the warp-specialised kernel with A, weights and stores by TMA, "
+               "the dynamic tile scheduler, one CTA per tile, a plain projection, 1..32 slots per token)", why);
   const int64_t row_tiles = (layout_rows(a) + c.block_m - 1) / c.block_m;
   const int64_t most = 2 * int64_t(CounterPairSlots::kMaxBlockPairs) - 2;
   const int64_t group = (row_tiles + most - 1) / most, blocks = (row_tiles + group - 1) / group;

@@ -148,7 +148,7 @@ int moe_grouped_gemm_block_m(double rows_per_expert, bool wgmma) {
 std::string moe_grouped_gemm_combine_blocker(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c,
                                              int64_t slots) {
   if (c.sm90 != 2 || c.tma != 2 || c.tma_store != 1 || c.gemv == 1)
-    return fmt::format("{} (the warp-specialised kernel with A, weights and stores by TMA)", c.str());
+    return fmt::format("{} (not the warp-specialised kernel with A, weights and stores by TMA)", c.str());
   if (c.cluster == 2) return "cluster=2 (one CTA per tile only)";
   // A combine warp waits for row tiles; its CTA cannot leave until they are
   // stored. With the static walk (persistent 0 or 1) a tile may belong to a
