@@ -3,7 +3,8 @@
 // config strings) are either refused by a tilecraft::Error, or are valid
 // workloads that then pass their golden on the CPU backend or are refused
 // by an error (never a failed check, never another exception type). The
-// seeds are fixed; every failure prints the string that repeats it:
+// seeds are fixed (TILECRAFT_FUZZ_SEED=N explores other draws, on demand);
+// every failure prints the string that repeats it:
 //   tilecraft test --op OP --shape '<string>' --backend cpu
 #include <gtest/gtest.h>
 
@@ -161,11 +162,20 @@ void report(const std::string& op, const Tally& n) {
   EXPECT_GT(n.ran, 0) << op;
 }
 
+// The fixed seed, or TILECRAFT_FUZZ_SEED where it is set (printed, so a
+// failure under it can be repeated).
+uint64_t fuzz_seed() {
+  const char* env = std::getenv("TILECRAFT_FUZZ_SEED");
+  const uint64_t seed = env && *env ? std::strtoull(env, nullptr, 10) : 20261202;
+  std::cout << "fuzz seed " << seed << std::endl;
+  return seed;
+}
+
 }  // namespace
 
 TEST(InputFuzz, MutatedShapeStringsAreRefusedOrRun) {
   const Manifest m = Manifest::load();
-  const uint64_t seed = 20261202;
+  const uint64_t seed = fuzz_seed();
   const ShapeBudget small{500'000, 10'000'000};
   const std::vector<std::pair<std::string, std::vector<std::string>>> sets = {
       {"fused_moe", random_layer_shapes(seed, 6, small)},
@@ -193,7 +203,7 @@ TEST(InputFuzz, MutatedManifestsLoadOrAreRefusedNamingTheFile) {
   for (std::string line; std::getline(text, line);) lines.push_back(line);
   ASSERT_GT(lines.size(), 100u);
   const std::string dir = test::temp_dir("input_fuzz_manifest");
-  std::mt19937_64 rng(20261202);
+  std::mt19937_64 rng(fuzz_seed());
   auto pick = [&rng](size_t n) { return size_t(rng() % std::max<size_t>(n, 1)); };
   int loaded = 0, refused = 0;
   for (int i = 0; i < 150; ++i) {

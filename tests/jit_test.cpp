@@ -158,6 +158,25 @@ TEST(JitOptions, ParseAndErrors) {
   TC_EXPECT_ERROR(CompileOptions::parse("fastest"), ErrorKind::kInvalidArgument, "set", "fastest");
   TC_EXPECT_ERROR(CompileOptions::parse("release,maxrregcount=x"), ErrorKind::kInvalidArgument, "maxrregcount");
   TC_EXPECT_ERROR(CompileOptions::parse("release,unroll=4"), ErrorKind::kInvalidArgument, "unroll");
+  // The whole value is the number (stoi alone took "64x" as 64), in range.
+  TC_EXPECT_ERROR(CompileOptions::parse("release,maxrregcount=64x"), ErrorKind::kInvalidArgument, "maxrregcount",
+                  "0..255", "'64x'");
+  TC_EXPECT_ERROR(CompileOptions::parse("release,maxrregcount=99999999999"), ErrorKind::kInvalidArgument,
+                  "maxrregcount", "0..255");
+  TC_EXPECT_ERROR(CompileOptions::parse("release,maxrregcount=-1"), ErrorKind::kInvalidArgument, "maxrregcount");
+  EXPECT_EQ(CompileOptions::parse("release,maxrregcount=0").max_registers, 0);
+  // An option given twice with two values would take the last silently
+  // (the same value twice is harmless); the set comes first.
+  TC_EXPECT_ERROR(CompileOptions::parse("release,ftz=1,ftz=0"), ErrorKind::kInvalidArgument, "ftz", "one value (1)",
+                  "'0'");
+  TC_EXPECT_ERROR(CompileOptions::parse("release,maxrregcount=64,max-registers=32"), ErrorKind::kInvalidArgument,
+                  "max-registers", "one value (64)");
+  EXPECT_TRUE(CompileOptions::parse("debug,trace,trace").trace);
+  TC_EXPECT_ERROR(CompileOptions::parse("fast-math,release"), ErrorKind::kInvalidArgument, "set", "first",
+                  "'release' after options");
+  TC_EXPECT_ERROR(CompileOptions::parse("release,debug"), ErrorKind::kInvalidArgument, "set", "first");
+  EXPECT_TRUE(CompileOptions::parse("trace").trace);  // the set left out: release
+  EXPECT_EQ(CompileOptions::parse("trace").set, "release");
   // trace: its own flag, text and cache key; off by default and then absent from the text.
   const CompileOptions traced = CompileOptions::parse("release,trace");
   EXPECT_TRUE(traced.trace);

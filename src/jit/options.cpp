@@ -1,5 +1,6 @@
 #include "tilecraft/jit/options.h"
 
+#include <map>
 #include <sstream>
 
 #include "tilecraft/error.h"
@@ -13,33 +14,44 @@ bool parse_bool(const std::string& key, const std::string& v) {
 }
 }  // namespace
 
+// "release[,KEY[=V]...]": the set first (or left out: release), then
+// options; one given twice must repeat its value (as --config keys: else
+// the last would silently win).
 CompileOptions CompileOptions::parse(const std::string& text) {
   CompileOptions o;
   std::stringstream ss(text);
   std::string part;
+  std::map<std::string, std::string> seen;
   bool first = true;
   while (std::getline(ss, part, ',')) {
+    const bool is_set = part == "release" || part == "profile" || part == "debug";
     if (first) {
       first = false;
-      if (part == "release" || part == "profile" || part == "debug") {
+      if (is_set) {
         o.set = part;
         continue;
       }
-      if (part.find('=') == std::string::npos && part.find('-') == std::string::npos)
+      if (part.find('=') == std::string::npos && part.find('-') == std::string::npos && part != "trace")
         throw_arg_error(ErrorKind::kInvalidArgument, "compile options", "set",
-                        "release, profile or debug", "'" + part + "'");
+                        "release, profile or debug (or an option KEY=V)", "'" + part + "'");
     }
+    if (is_set)
+      throw_arg_error(ErrorKind::kInvalidArgument, "compile options", "set",
+                      "the set (release, profile or debug) first, before any option", "'" + part + "' after options");
     auto eq = part.find('=');
     std::string key = part.substr(0, eq);
     std::string val = eq == std::string::npos ? "" : part.substr(eq + 1);
+    const auto [at, fresh] = seen.emplace(key == "max-registers" ? "maxrregcount" : key, val);
+    if (!fresh && at->second != val)
+      throw_arg_error(ErrorKind::kInvalidArgument, "compile options", key, "one value (" + at->second + ")",
+                      "a second, '" + val + "', in '" + text + "'");
     if (key == "maxrregcount" || key == "max-registers") {
-      try {
-        o.max_registers = std::stoi(val);
-      } catch (...) {
-        throw_arg_error(ErrorKind::kInvalidArgument, "compile options", key, "an integer", "'" + val + "'");
-      }
-      if (o.max_registers < 0 || o.max_registers > 255)
-        throw_arg_error(ErrorKind::kInvalidArgument, "compile options", key, "0..255", val);
+      // The whole value, digits only: stoi would take "64x" as 64.
+      const bool digits = !val.empty() && val.size() <= 9 && val.find_first_not_of("0123456789") == std::string::npos;
+      if (!digits || std::stoi(val) > 255)
+        throw_arg_error(ErrorKind::kInvalidArgument, "compile options", key, "an integer 0..255 (0: no limit)",
+                        "'" + val + "'");
+      o.max_registers = std::stoi(val);
     } else if (key == "fast-math") o.fast_math = parse_bool(key, val);
     else if (key == "ftz") o.ftz = parse_bool(key, val);
     else if (key == "prec-div") o.prec_div = parse_bool(key, val);
