@@ -105,6 +105,31 @@ TEST(Manifest, ErrorsNameFileOpAndField) {
                   "syntax.yaml", "YAML syntax");
 }
 
+// A matrix (workloads as the product of axes over fixed fields) of odd
+// shape is refused naming the file and the field, never by a YAML library
+// exception (InputFuzz found `fixed: per_expert`).
+TEST(Manifest, MatricesOfOddShapeAreRefused) {
+  const std::string dir = test::temp_dir("manifest_matrix");
+  auto with_matrix = [&](const std::string& name, const std::string& matrix) {
+    std::string text = kMiniOp;
+    text.replace(text.find("flags_typo: 1, "), 15, "");
+    return write(dir, name, text + "    matrices:\n" + matrix);
+  };
+  Manifest ok;
+  ok.merge_file(with_matrix("ok.yaml", "      - {prefix: m, fixed: {}, axes: {N: [4, 8]}}\n"));
+  ASSERT_NE(ok.find("mini"), nullptr);
+  EXPECT_NE(ok.find("mini")->workload("m-N4"), nullptr);
+  EXPECT_NE(ok.find("mini")->workload("m-N8"), nullptr);
+  TC_EXPECT_ERROR(Manifest().merge_file(with_matrix("fixed.yaml", "      - {prefix: m, fixed: per_expert, axes: {N: [4]}}\n")),
+                  ErrorKind::kManifest, "fixed.yaml", "matrices[0].fixed", "mapping");
+  TC_EXPECT_ERROR(Manifest().merge_file(with_matrix("nested.yaml", "      - {prefix: m, axes: {N: [4, [1, 2]]}}\n")),
+                  ErrorKind::kManifest, "nested.yaml", "axes.N[1]");
+  TC_EXPECT_ERROR(Manifest().merge_file(with_matrix("deep.yaml", "      - {prefix: m, axes: {N: [{N: [1]}]}}\n")),
+                  ErrorKind::kManifest, "deep.yaml", "axes.N[0]");
+  TC_EXPECT_ERROR(Manifest().merge_file(with_matrix("scalar.yaml", "      per_expert\n")), ErrorKind::kManifest,
+                  "scalar.yaml", "matrices", "list");
+}
+
 TEST(Manifest, UserWorkloadsMergeAndValidate) {
   std::string dir = test::temp_dir("manifest_user");
   std::string good = write(dir, "mine.yaml",

@@ -169,11 +169,22 @@ void expand_matrix(const YAML::Node& m, const Ctx& c, OpSpec& op) {
   std::string prefix = as<std::string>(need(m, "prefix", c), c.at("prefix"), "a string");
   YAML::Node axes = need(m, "axes", c);
   if (!axes.IsMap()) c.at("axes").fail("expected a mapping of axis -> list");
+  if (m["fixed"] && !m["fixed"].IsMap()) c.at("fixed").fail("expected a mapping of field -> value");
+  // Each axis value: a scalar, or a mapping of fields to scalars (several
+  // fields that move together); its text goes into the workload's name.
   std::vector<std::pair<std::string, YAML::Node>> ax;
   for (auto kv : axes) {
-    if (!kv.second.IsSequence() || kv.second.size() == 0)
-      c.at("axes." + kv.first.as<std::string>()).fail("expected a non-empty list");
-    ax.emplace_back(kv.first.as<std::string>(), kv.second);
+    const std::string axis = as<std::string>(kv.first, c.at("axes"), "an axis name");
+    const Ctx ac = c.at("axes." + axis);
+    if (!kv.second.IsSequence() || kv.second.size() == 0) ac.fail("expected a non-empty list");
+    for (size_t i = 0; i < kv.second.size(); ++i) {
+      const YAML::Node v = kv.second[i];
+      bool ok = v.IsScalar() || (v.IsMap() && v.size() > 0);
+      if (v.IsMap())
+        for (auto f : v) ok = ok && f.first.IsScalar() && f.second.IsScalar();
+      if (!ok) ac.idx(i).fail("expected a value, or a mapping of field -> value");
+    }
+    ax.emplace_back(axis, kv.second);
   }
   std::vector<size_t> idx(ax.size(), 0);
   for (;;) {
@@ -285,11 +296,15 @@ OpSpec parse_op(const YAML::Node& n, const std::string& file) {
   }
   if (n["matrices"]) {
     YAML::Node ms = n["matrices"];
+    if (!ms.IsSequence()) c.at("matrices").fail("expected a list");
     for (size_t i = 0; i < ms.size(); ++i) expand_matrix(ms[i], c.at("matrices").idx(i), op);
   }
   if (n["design"]) {
     only_keys(n["design"], c.at("design"), {"tiling", "memory", "bottleneck", "next_steps"});
-    for (auto kv : n["design"]) op.design[kv.first.as<std::string>()] = kv.second.as<std::string>();
+    for (auto kv : n["design"]) {
+      const std::string key = kv.first.as<std::string>();
+      op.design[key] = as<std::string>(kv.second, c.at("design." + key), "a text");
+    }
   }
   for (auto& w : op.workloads) validate_workload(op, w, file + ": op '" + op.name + "': workload '" + w.name + "'");
   return op;
@@ -379,7 +394,13 @@ void Manifest::merge_file(const std::string& path) {
   } catch (const YAML::Exception& e) {
     throw Error(ErrorKind::kManifest, path + ": YAML syntax error: " + e.what());
   }
-  merge_node(ops_, root, path);
+  try {
+    merge_node(ops_, root, path);
+  } catch (const YAML::Exception& e) {
+    // A shape the checks above did not foresee (a scalar where a mapping
+    // belongs, ...): still an error that names the file, never a YAML one.
+    throw Error(ErrorKind::kManifest, path + ": unexpected structure: " + e.what());
+  }
 }
 
 Manifest Manifest::load(const std::vector<std::string>& extra) {
