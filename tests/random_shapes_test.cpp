@@ -59,6 +59,15 @@ TEST(RandomShapes, RoutingAndCombineAreValidAndGetKernels) {
   expect_kernels_chosen("moe_reduce_fused", harness::random_reduce_shapes(seed, 48));
 }
 
+// A count past what a run could finish (2e9 draws filled the host's memory
+// before the first case) or below zero is refused, naming the flag.
+TEST(RandomShapes, CountIsBounded) {
+  TC_EXPECT_ERROR(random_shapes("moe_reduce_fused", 1, 2000000000), ErrorKind::kInvalidArgument, "--random",
+                  "0..100000", "2000000000");
+  TC_EXPECT_ERROR(random_shapes("fused_moe", 1, -5), ErrorKind::kInvalidArgument, "--random", "-5");
+  EXPECT_EQ(random_shapes("moe_reduce_fused", 1, 0).size(), 0u);
+}
+
 // The CPU backend (the reference implementations) on small draws of every op,
 // against the float64 checks: a bound that cannot hold (session 38 found fp16
 // results in the subnormal range) fails here, in CI, before any GPU run.

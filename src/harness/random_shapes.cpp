@@ -174,8 +174,12 @@ std::vector<std::string> random_reduce_shapes(uint64_t seed, int count) {
   return out;
 }
 std::vector<std::string> random_shapes(const std::string& op, uint64_t seed, int count) {
-  if (count < 0)
-    throw Error(ErrorKind::kInvalidArgument, fmt::format("{}: --random: expected a count >= 0, got {}", op, count));
+  // Each draw is a case of its own (a second or more on a GPU): past this
+  // a run would not end, and the draws alone would fill the host's memory.
+  constexpr int kMostDraws = 100000;
+  if (count < 0 || count > kMostDraws)
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("{}: --random: expected a count 0..{}, got {}", op, kMostDraws, count));
   if (op == "fused_moe") return random_layer_shapes(seed, count);
   if (op == "moe_grouped_gemm") return random_gemm_shapes(seed, count);
   if (op == "moe_topk_gate") return random_gate_shapes(seed, count);
