@@ -52,7 +52,7 @@ std::string join_pairs(const std::vector<Pair>& pairs) {
 const std::vector<std::string> kOddValues = {
     "0", "-1", "1", "-0", "+3", "2", "7", "2147483647", "2147483648", "4294967297", "9223372036854775807",
     "99999999999999999999999", "1e3", "0x10", "", " ", "nan", "inf", "1.5", "bf16", "fp16", "fp32", "fp8", "int32",
-    "true", "false", "yes", "[1, 2]", "{a: 1}", "~", "null", "'", "\"", "=", "a=b", "uniform", "skewed", "router",
+    "true", "false", "yes", "[1, 2]", "{a: 1}", "[]", "{}", "[[1, 2]]", "{T: [1]}", "[{a: 1}]", "~", "null", "'", "\"", "=", "a=b", "uniform", "skewed", "router",
     "softmax_topk", "sigmoid_grouped_topk", "stacked", "per_expert", "fused", "dropped", "empty_experts"};
 const std::vector<std::string> kOddConfigs = {
     "", ";", "block_m", "block_m=", "=64", "block_m=64;", ";block_m=64", "block_m=64;block_m=128", "block_m=-5",
