@@ -5,13 +5,16 @@
 
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <set>
 
 #include "moe_test_args.h"
 #include "ops/moe/decode_split.h"
 #include "ops/moe/launch_counters.h"
 #include "test_util.h"
+#include "tilecraft/harness/op_adapter.h"
 #include "tilecraft/harness/random.h"
+#include "tilecraft/harness/runner.h"
 #include "tilecraft/jit/compiler.h"
 #include "tilecraft/jit/jit.h"
 #include "tilecraft/ops/fused_moe.h"
@@ -51,6 +54,21 @@ struct HostLayer {
   }
 };
 }  // namespace
+
+// An unknown routing kind is refused with every kind the layer takes,
+// "router" (routing computed by the layer) among them.
+TEST(FusedMoeCpu, UnknownRoutingNamesEveryKind) {
+  const harness::Manifest m = harness::Manifest::load();
+  harness::Selection s;
+  s.op = "fused_moe";
+  s.shapes = {"T=4,H=64,I=32,E=8,K=2,dtype=bf16,routing=route"};
+  std::deque<harness::WorkloadSpec> storage;
+  const auto cases = harness::select_cases(m, s, storage);
+  ASSERT_FALSE(cases.empty());
+  const std::string op = "fused_moe";  // named: no reference bound through a temporary (g++ 13 warns)
+  TC_EXPECT_ERROR(harness::adapter_for(op).generate(cases[0]), ErrorKind::kInvalidArgument, "fused_moe",
+                  "routing 'route'", "uniform", "dropped", "router");
+}
 
 TEST(FusedMoeCpu, ArgumentErrorsNameTheArgument) {
   HostLayer L;

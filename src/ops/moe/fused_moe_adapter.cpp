@@ -299,7 +299,7 @@ class FusedMoeAdapter final : public OpAdapter {
       d.outputs.push_back({"weights", DType::kF32, {T, K}});
     } else {
       HostTensor ids(DType::kI32, {T, K}), wt(DType::kF32, {T, K});
-      fill_routing_ids(kOp, w, c.seed, ids.ptr<int32_t>(), T, K, E);
+      fill_routing_ids(kOp, w, c.seed, ids.ptr<int32_t>(), T, K, E, "router");
       fill_uniform(wt.view(), c.seed, kRouteW, 0.1f, 1.0f);
       for (int64_t t = 0; t < T; ++t) {  // renormalised, as the models' gates emit them
         float sum = 0;

@@ -13,12 +13,13 @@ namespace tilecraft::harness {
 
 // Expert ids per routing kind. K distinct experts per token except one_hot,
 // where every slot goes to expert 0 (duplicates within a token are legal).
-void fill_routing_ids(const char* kOp, const WorkloadSpec& w, uint64_t seed, int32_t* ids, int64_t T, int64_t K, int64_t E) {
+void fill_routing_ids(const char* kOp, const WorkloadSpec& w, uint64_t seed, int32_t* ids, int64_t T, int64_t K, int64_t E,
+                      const char* also) {
   const std::string kind = w.params.at("routing");
   if (kind != "uniform" && kind != "skewed" && kind != "one_hot" && kind != "empty_experts" && kind != "dropped")
     throw Error(ErrorKind::kInvalidArgument,
-                fmt::format("{}: workload '{}': routing '{}' is not uniform, skewed, one_hot, empty_experts or dropped",
-                            kOp, w.name, kind));
+                fmt::format("{}: workload '{}': routing '{}' is not uniform, skewed, one_hot, empty_experts{} or dropped",
+                            kOp, w.name, kind, also ? fmt::format(", {}", also) : std::string()));
   if (kind != "one_hot" && K > E)
     throw Error(ErrorKind::kInvalidArgument, fmt::format("{}: workload '{}': K = {} exceeds E = {}", kOp, w.name, K, E));
   // skewed: half the tokens choose among the first K experts only;

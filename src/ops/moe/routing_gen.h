@@ -11,9 +11,11 @@ namespace tilecraft::harness {
 
 // kind = workload param "routing": uniform | skewed | one_hot | empty_experts | dropped.
 // K distinct experts per token except one_hot (every slot on expert 0).
-// Errors name `op` and the workload.
+// Errors name `op` and the workload; `also` names the kinds the caller
+// handles itself (fused_moe's "router"), so an unknown kind's message lists
+// every choice the op takes.
 void fill_routing_ids(const char* op, const WorkloadSpec& w, uint64_t seed, int32_t* ids, int64_t T, int64_t K,
-                      int64_t E);
+                      int64_t E, const char* also = nullptr);
 
 // Workload parameter `key` as a flag: "true" or "false"; anything else
 // ("yes", "1", a typo) is refused naming op, workload and key (it read as
