@@ -48,10 +48,11 @@ CompileOptions CompileOptions::parse(const std::string& text) {
     if (key == "maxrregcount" || key == "max-registers") {
       // The whole value, digits only: stoi would take "64x" as 64.
       const bool digits = !val.empty() && val.size() <= 9 && val.find_first_not_of("0123456789") == std::string::npos;
-      if (!digits || std::stoi(val) > 255)
+      const int n = digits ? std::stoi(val) : -1;
+      if (n < 0 || n > 255)
         throw_arg_error(ErrorKind::kInvalidArgument, "compile options", key, "an integer 0..255 (0: no limit)",
                         "'" + val + "'");
-      o.max_registers = std::stoi(val);
+      o.max_registers = n;
     } else if (key == "fast-math") o.fast_math = parse_bool(key, val);
     else if (key == "ftz") o.ftz = parse_bool(key, val);
     else if (key == "prec-div") o.prec_div = parse_bool(key, val);

@@ -1,6 +1,7 @@
 // Routing generators shared by the MoE adapters.
 #include "ops/moe/routing_gen.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <numeric>
@@ -16,10 +17,13 @@ namespace tilecraft::harness {
 void fill_routing_ids(const char* kOp, const WorkloadSpec& w, uint64_t seed, int32_t* ids, int64_t T, int64_t K, int64_t E,
                       const char* also) {
   const std::string kind = w.params.at("routing");
-  if (kind != "uniform" && kind != "skewed" && kind != "one_hot" && kind != "empty_experts" && kind != "dropped")
+  static const char* const kKinds[] = {"uniform", "skewed", "one_hot", "empty_experts", "dropped"};
+  if (std::none_of(std::begin(kKinds), std::end(kKinds), [&](const char* k) { return kind == k; })) {
+    std::string known = also ? also : "";  // the caller's own kinds first
+    for (const char* k : kKinds) known += (known.empty() ? "" : ", ") + std::string(k);
     throw Error(ErrorKind::kInvalidArgument,
-                fmt::format("{}: workload '{}': routing '{}' is not uniform, skewed, one_hot, empty_experts{} or dropped",
-                            kOp, w.name, kind, also ? fmt::format(", {}", also) : std::string()));
+                fmt::format("{}: workload '{}': routing '{}' is not one of {}", kOp, w.name, kind, known));
+  }
   if (kind != "one_hot" && K > E)
     throw Error(ErrorKind::kInvalidArgument, fmt::format("{}: workload '{}': K = {} exceeds E = {}", kOp, w.name, K, E));
   // skewed: half the tokens choose among the first K experts only;
