@@ -42,10 +42,13 @@ def _out_dtype(op: str, v: Any, allowed: Sequence[str]) -> str | None:
     elif _is_torch_dtype(v):
         name = str(v).split(".")[-1]  # torch.float16 -> float16
     elif type(v).__module__.startswith("numpy") or str(getattr(v, "__module__", "")).startswith("numpy"):
-        # np.float16, np.dtype("float16")
+        # np.float16, np.dtype("float16"); anything else numpy (an array, a scalar) is refused below
         import numpy as np
 
-        name = np.dtype(v).name
+        try:
+            name = np.dtype(v).name
+        except TypeError:
+            name = None
     if name not in allowed:
         raise ValueError(f"{op}: argument 'out_dtype': expected None or one of {', '.join(allowed)}, got {v!r}")
     return name
@@ -244,6 +247,8 @@ def moe_grouped_gemm(a: Tensor, w: Tensor | Sequence[Tensor], *, w_up: Tensor | 
     _tensor("moe_grouped_gemm", "a", a, 2)
     ws, stacked = _experts("moe_grouped_gemm", "w", w)
     ups = _experts("moe_grouped_gemm", "w_up", w_up)[0] if w_up is not None else None
+    if not isinstance(layout, str):
+        raise TypeError(f"moe_grouped_gemm: argument 'layout': expected 'nk' or 'kn', got {layout!r}")
     first = ws[0]
     n = (first.shape[-2] if layout == "nk" else first.shape[-1])
     rows = _tensor("moe_grouped_gemm", "a_index", a_index, 1).shape[0] if a_index is not None else a.shape[0]
@@ -280,13 +285,19 @@ def fused_moe(x: Tensor, w_router: Tensor, w_gate: Tensor | Sequence[Tensor], w_
     top_k = _count("fused_moe", "top_k", top_k, 1)
     lead = tuple(x.shape[:-1])
     H = x.shape[-1]
-    x2 = x.reshape(-1, H)
+    T = 1
+    for n in lead:
+        T *= n
+    x2 = x.reshape(T, H)  # not (-1, H): with H = 0 the -1 is ambiguous (the C++ then names H)
     if out is None:
-        out = _empty(x, (x2.shape[0], H), _dtype_name(x))
+        out = _empty(x, (T, H), _dtype_name(x))
+    elif tuple(out.shape) not in (tuple(x.shape), (T, H)):
+        raise ValueError(f"fused_moe: argument 'out': expected the shape of x {tuple(x.shape)} or {(T, H)}, got "
+                         f"{tuple(out.shape)}")
     elif not _contiguous(out):
         raise ValueError("fused_moe: argument 'out': expected a contiguous tensor (results are written in place), "
                          f"got strides {tuple(out.strides) if not _is_torch(out) else out.stride()}")
-    out2 = out.reshape(-1, H)  # a view: out is contiguous
+    out2 = out.reshape(T, H)  # a view: out is contiguous
     g, stacked = _experts("fused_moe", "w_gate", w_gate)
     u, _ = _experts("fused_moe", "w_up", w_up)
     d, _ = _experts("fused_moe", "w_down", w_down)
@@ -306,7 +317,7 @@ def fused_moe(x: Tensor, w_router: Tensor, w_gate: Tensor | Sequence[Tensor], w_
     _C.fused_moe(x2, w_router, g, u, d, stacked, layout, bias, out2, ids, weights, top_k, mode, renormalize,
                  n_group, topk_group, scale, _score_dtype(score_dtype), given, workspace, _config("fused_moe", config),
                  _stream(x))
-    return out2.reshape(*lead, H)
+    return out if tuple(out.shape) == tuple(x.shape) else out2.reshape(*lead, H)
 
 
 class FusedMoE:
