@@ -179,6 +179,30 @@ struct StandInLayer {
 };
 }  // namespace
 
+// Tensors on two GPUs: refused before anything launches, naming the
+// argument off the first tensor's GPU (a kernel on one GPU faults on, or
+// silently reads, another's memory). The stacked and per-row tensors alike.
+TEST(FusedMoeCpu, TensorsOnAnotherGpuAreRefused) {
+  const StandInLayer S(64);
+  EXPECT_NO_THROW(ops::validate_fused_moe(S.args(), S.L.params(), DeviceType::kCUDA));
+  auto a = S.args();
+  a.w_down.stacked->device.index = 1;
+  TC_EXPECT_ERROR(ops::validate_fused_moe(a, S.L.params(), DeviceType::kCUDA), ErrorKind::kInvalidArgument,
+                  "fused_moe", "'w_down'", "a tensor on cuda:0", "on cuda:1");
+  a = S.args();
+  a.x.device.index = 1;  // the first tensor sets the GPU: now every other one is off it
+  TC_EXPECT_ERROR(ops::validate_fused_moe(a, S.L.params(), DeviceType::kCUDA), ErrorKind::kInvalidArgument,
+                  "'w_router'", "a tensor on cuda:1", "on cuda:0");
+  a = S.args();
+  a.out.device.index = 3;
+  TC_EXPECT_ERROR(ops::validate_fused_moe(a, S.L.params(), DeviceType::kCUDA), ErrorKind::kInvalidArgument,
+                  "'out'", "on cuda:3");
+  // The CPU backend has one device: indices do not matter there.
+  ops::FusedMoeArgs host = S.L.args();
+  host.out.device.index = 2;
+  EXPECT_NO_THROW(ops::validate_fused_moe(host, S.L.params(), DeviceType::kCPU));
+}
+
 TEST(FusedMoeCpu, KernelsForSm90a) {
   const StandInLayer S(4096);
   const HostLayer& L = S.L;

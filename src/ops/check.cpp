@@ -8,7 +8,7 @@ namespace {
 // Every check of check_tensor; `experts_apart`: a 3-D tensor whose first
 // stride may exceed the matrix size (check_stacked_experts).
 void check_layout(const TensorView& t, const char* op, const char* arg, std::initializer_list<DType> dtypes, int rank,
-                  DeviceType backend, bool experts_apart) {
+                  const Device& on, bool experts_apart) {
   bool ok = false;
   for (DType d : dtypes) ok |= d == t.dtype;
   if (!ok) {
@@ -27,27 +27,33 @@ void check_layout(const TensorView& t, const char* op, const char* arg, std::ini
                  t.describe() + " with strides " + t.strides.str());
   }
   TC_CHECK_ARG(t.data != nullptr || t.numel() == 0, op, arg, "a tensor with storage", "a null data pointer");
-  TC_CHECK_ARG(t.device.type == backend, op, arg, backend == DeviceType::kCUDA ? "a CUDA tensor" : "a CPU tensor",
+  TC_CHECK_ARG(t.device.type == on.type, op, arg, on.type == DeviceType::kCUDA ? "a CUDA tensor" : "a CPU tensor",
                t.describe());
+  TC_CHECK_ARG(on.type != DeviceType::kCUDA || t.device.index == on.index, op, arg,
+               fmt::format("a tensor on {} (the GPU of the op's first tensor)", on.str()), t.describe());
   TC_CHECK_ARG(reinterpret_cast<uintptr_t>(t.data) % dtype_size(t.dtype) == 0, op, arg,
                fmt::format("data aligned to its element size ({} bytes)", dtype_size(t.dtype)),
                fmt::format("address {}", t.data));
 }
 }  // namespace
 
+Device tensors_device(DeviceType backend, const TensorView& first) {
+  return Device{backend, backend == DeviceType::kCUDA ? first.device.index : 0};
+}
+
 void check_tensor(const TensorView& t, const char* op, const char* arg, std::initializer_list<DType> dtypes, int rank,
-                  DeviceType backend) {
-  check_layout(t, op, arg, dtypes, rank, backend, false);
+                  const Device& on) {
+  check_layout(t, op, arg, dtypes, rank, on, false);
 }
 
 void check_stacked_experts(const TensorView& t, const char* op, const char* arg, std::initializer_list<DType> dtypes,
-                           DeviceType backend) {
-  check_layout(t, op, arg, dtypes, 3, backend, true);
+                           const Device& on) {
+  check_layout(t, op, arg, dtypes, 3, on, true);
 }
 
 void check_tensor(const TensorView& t, const char* op, const char* arg, std::initializer_list<DType> dtypes,
-                  const Shape& shape, DeviceType backend) {
-  check_tensor(t, op, arg, dtypes, shape.ndim, backend);
+                  const Shape& shape, const Device& on) {
+  check_tensor(t, op, arg, dtypes, shape.ndim, on);
   TC_CHECK_ARG(t.shape == shape, op, arg, "shape " + shape.str(), t.describe());
 }
 

@@ -8,15 +8,20 @@
 
 namespace tilecraft::ops {
 
+// The device every tensor of a call must be on: the backend's, and on the
+// CUDA backend the GPU of the op's first tensor (a kernel launched there
+// cannot read another GPU's memory).
+Device tensors_device(DeviceType backend, const TensorView& first);
+
 void check_tensor(const TensorView& t, const char* op, const char* arg, std::initializer_list<DType> dtypes, int rank,
-                  DeviceType backend);
+                  const Device& on);
 // The same, and the exact shape.
 void check_tensor(const TensorView& t, const char* op, const char* arg, std::initializer_list<DType> dtypes,
-                  const Shape& shape, DeviceType backend);
+                  const Shape& shape, const Device& on);
 // Stacked expert matrices [E, rows, cols]: as check_tensor for a 3-D tensor,
 // except that the experts may lie apart (first stride at least rows * cols,
 // the matrices not overlapping); each matrix itself row-major.
 void check_stacked_experts(const TensorView& t, const char* op, const char* arg, std::initializer_list<DType> dtypes,
-                           DeviceType backend);
+                           const Device& on);
 
 }  // namespace tilecraft::ops

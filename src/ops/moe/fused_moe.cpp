@@ -29,15 +29,15 @@ std::pair<int64_t, int64_t> expert_shape(const ExpertWeights& w) {
   return w.stacked ? std::pair{t.shape[1], t.shape[2]} : std::pair{t.shape[0], t.shape[1]};
 }
 
-void check_expert_set(const ExpertWeights& w, const char* arg, int64_t E, DType dt, DeviceType backend) {
+void check_expert_set(const ExpertWeights& w, const char* arg, int64_t E, DType dt, const Device& on) {
   TC_CHECK_ARG(w.stacked || !w.per_expert.empty(), kOp, arg, "a stacked tensor or one tensor per expert",
                "no tensors");
   TC_CHECK_ARG(w.num_experts() == E, kOp, arg, fmt::format("{} experts (rows of w_router)", E),
                fmt::format("{} experts", w.num_experts()));
-  if (w.stacked) check_stacked_experts(*w.stacked, kOp, arg, {dt}, backend);
+  if (w.stacked) check_stacked_experts(*w.stacked, kOp, arg, {dt}, on);
   for (size_t e = 0; e < w.per_expert.size(); ++e) {
     const std::string name = fmt::format("{}[{}]", arg, e);
-    check_tensor(w.per_expert[e], kOp, name.c_str(), {dt}, 2, backend);
+    check_tensor(w.per_expert[e], kOp, name.c_str(), {dt}, 2, on);
     TC_CHECK_ARG(w.per_expert[e].shape == w.per_expert[0].shape, kOp, name,
                  "the shape of " + std::string(arg) + "[0] " + w.per_expert[0].shape.str(),
                  w.per_expert[e].describe());
@@ -402,9 +402,10 @@ FusedMoeOptions fused_moe_options(const std::map<std::string, int>& config, cons
 }
 
 void validate_fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, DeviceType backend) {
-  check_tensor(a.x, kOp, "x", {DType::kF16, DType::kBF16}, 2, backend);
+  const Device on = tensors_device(backend, a.x);  // every tensor must be on it
+  check_tensor(a.x, kOp, "x", {DType::kF16, DType::kBF16}, 2, on);
   const DType dt = a.x.dtype;
-  check_tensor(a.w_router, kOp, "w_router", {dt}, 2, backend);
+  check_tensor(a.w_router, kOp, "w_router", {dt}, 2, on);
   const int64_t T = a.x.shape[0], H = a.x.shape[1], E = a.w_router.shape[0];
   TC_CHECK_ARG(H >= 1, kOp, "x", "H >= 1 columns", a.x.describe());
   TC_CHECK_ARG(a.w_router.shape[1] == H, kOp, "w_router", fmt::format("[E, H] with H = {} (columns of x)", H),
@@ -413,9 +414,9 @@ void validate_fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, DeviceTy
   TC_CHECK_ARG(p.top_k >= 1 && p.top_k <= std::min<int64_t>(E, kMaxTopK), kOp, "top_k",
                fmt::format("1..{} (experts, at most {})", std::min<int64_t>(E, kMaxTopK), kMaxTopK),
                std::to_string(p.top_k));
-  check_expert_set(a.w_gate, "w_gate", E, dt, backend);
-  check_expert_set(a.w_up, "w_up", E, dt, backend);
-  check_expert_set(a.w_down, "w_down", E, dt, backend);
+  check_expert_set(a.w_gate, "w_gate", E, dt, on);
+  check_expert_set(a.w_up, "w_up", E, dt, on);
+  check_expert_set(a.w_down, "w_down", E, dt, on);
   const Dims d = dims_of(a, p);
   const bool kn = a.w_gate.layout == WeightLayout::kKN;
   const auto gate_want = kn ? std::pair{H, d.I} : std::pair{d.I, H};
@@ -438,10 +439,10 @@ void validate_fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, DeviceTy
                            weight_layout_name(a.w_gate.layout)),
                fmt::format("{} in the {} layout", shape_str(expert_shape(a.w_down)),
                            weight_layout_name(a.w_down.layout)));
-  check_tensor(a.out, kOp, "out", {dt}, Shape{T, H}, backend);
-  if (a.bias) check_tensor(*a.bias, kOp, "bias", {DType::kF32}, Shape{E}, backend);
-  if (a.ids) check_tensor(*a.ids, kOp, "ids", {DType::kI32}, Shape{T, p.top_k}, backend);
-  if (a.weights) check_tensor(*a.weights, kOp, "weights", {DType::kF32}, Shape{T, p.top_k}, backend);
+  check_tensor(a.out, kOp, "out", {dt}, Shape{T, H}, on);
+  if (a.bias) check_tensor(*a.bias, kOp, "bias", {DType::kF32}, Shape{E}, on);
+  if (a.ids) check_tensor(*a.ids, kOp, "ids", {DType::kI32}, Shape{T, p.top_k}, on);
+  if (a.weights) check_tensor(*a.weights, kOp, "weights", {DType::kF32}, Shape{T, p.top_k}, on);
   if (p.given_routing)
     TC_CHECK_ARG(a.ids && a.weights, kOp, "ids", "ids and weights tensors [T, K] when the routing is given",
                  a.ids ? "no weights" : "no ids");

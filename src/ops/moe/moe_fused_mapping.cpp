@@ -29,8 +29,8 @@ constexpr int64_t kSlotsPerBlock = 1024;  // one per thread
 // here (8 experts per lane; K = 16 spilled 20 bytes).
 constexpr int kFusedGateMaxExperts = 256, kFusedGateMaxTopK = 8;
 
-void check_i32(const TensorView& t, const char* arg, const Shape& shape, DeviceType backend) {
-  check_tensor(t, kOp, arg, {DType::kI32}, shape, backend);
+void check_i32(const TensorView& t, const char* arg, const Shape& shape, const Device& on) {
+  check_tensor(t, kOp, arg, {DType::kI32}, shape, on);
 }
 
 reference::MoeFusedMappingRef ref_of(const MoeFusedMappingArgs& a, const MoeFusedMappingParams& p) {
@@ -53,6 +53,7 @@ int64_t moe_fused_mapping_rows(int64_t T, int64_t K, int64_t E, int64_t block_m)
 }
 
 void validate_moe_fused_mapping(const MoeFusedMappingArgs& a, const MoeFusedMappingParams& p, DeviceType backend) {
+  const Device on = tensors_device(backend, a.ids);  // every tensor must be on it
   TC_CHECK_ARG(p.num_experts >= 1 && p.num_experts <= kMaxExperts, kOp, "num_experts",
                fmt::format("1..{}", kMaxExperts), std::to_string(p.num_experts));
   TC_CHECK_ARG(p.block_m >= 1 && p.block_m <= 1024, kOp, "block_m", "1..1024", std::to_string(p.block_m));
@@ -60,16 +61,16 @@ void validate_moe_fused_mapping(const MoeFusedMappingArgs& a, const MoeFusedMapp
                fmt::format("0 (choose), 1 (one block) or up to {} blocks", kMaxBlocks), std::to_string(p.blocks));
   TC_CHECK_ARG(a.ids.ndim() == 2, kOp, "ids", "a 2-D tensor [T, K]", a.ids.describe());
   const int64_t T = a.ids.shape[0], K = a.ids.shape[1], E = p.num_experts;
-  check_i32(a.ids, "ids", a.ids.shape, backend);
+  check_i32(a.ids, "ids", a.ids.shape, on);
   TC_CHECK_ARG(K >= 1, kOp, "ids", "at least one slot per token (K >= 1)", a.ids.describe());
   const int64_t rows = moe_fused_mapping_rows(T, K, E, p.block_m);
   TC_CHECK_ARG(rows <= INT_MAX, kOp, "ids", "fewer than 2^31 rows in the layout", a.ids.describe());
-  check_i32(a.tokens_per_expert, "tokens_per_expert", {E}, backend);
-  check_i32(a.expert_offsets, "expert_offsets", {E + 1}, backend);
-  check_i32(a.token_topk_to_pos, "token_topk_to_pos", {T, K}, backend);
-  check_i32(a.pos_to_token, "pos_to_token", {rows}, backend);
-  check_i32(a.tile_expert, "tile_expert", {rows / p.block_m}, backend);
-  check_i32(a.num_tiles, "num_tiles", {1}, backend);
+  check_i32(a.tokens_per_expert, "tokens_per_expert", {E}, on);
+  check_i32(a.expert_offsets, "expert_offsets", {E + 1}, on);
+  check_i32(a.token_topk_to_pos, "token_topk_to_pos", {T, K}, on);
+  check_i32(a.pos_to_token, "pos_to_token", {rows}, on);
+  check_i32(a.tile_expert, "tile_expert", {rows / p.block_m}, on);
+  check_i32(a.num_tiles, "num_tiles", {1}, on);
 }
 
 jit::KernelSpec moe_fused_mapping_kernel_spec() {

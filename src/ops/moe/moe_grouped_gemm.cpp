@@ -31,10 +31,11 @@ using namespace grouped_gemm;
 const char* weight_layout_name(WeightLayout l) { return l == WeightLayout::kNK ? "NK" : "KN"; }
 
 void validate_moe_grouped_gemm(const MoeGroupedGemmArgs& a, DeviceType backend) {
-  check_tensor(a.a, kOp, "a", {DType::kF16, DType::kBF16}, 2, backend);
+  const Device on = tensors_device(backend, a.a);  // every tensor must be on it
+  check_tensor(a.a, kOp, "a", {DType::kF16, DType::kBF16}, 2, on);
   const DType dt = a.a.dtype;
   const int64_t K = a.a.shape[1];
-  check_tensor(a.out, kOp, "out", {dt, DType::kF32}, 2, backend);
+  check_tensor(a.out, kOp, "out", {dt, DType::kF32}, 2, on);
   TC_CHECK_ARG(a.combine >= 1 && a.combine <= 32, kOp, "combine", "1..32 rows summed per output row",
                std::to_string(a.combine));
   TC_CHECK_ARG(a.a_repeat >= 1 && a.a_repeat <= INT_MAX, kOp, "a_repeat", "1..2^31-1 layout rows per row of a",
@@ -43,10 +44,10 @@ void validate_moe_grouped_gemm(const MoeGroupedGemmArgs& a, DeviceType backend) 
   TC_CHECK_ARG(K >= 1 && K <= INT_MAX, kOp, "a", "K (columns) in 1..2^31-1", a.a.describe());
   TC_CHECK_ARG(N >= 1 && N <= INT_MAX && M <= INT_MAX && a.a.shape[0] <= INT_MAX, kOp, "out",
                "N >= 1 and fewer than 2^31 rows and columns", a.out.describe());
-  check_weights(a.w, "w", dt, N, K, backend);
+  check_weights(a.w, "w", dt, N, K, on);
   const int64_t E = a.w.num_experts();
   if (a.w_up) {
-    check_weights(*a.w_up, "w_up", dt, N, K, backend);
+    check_weights(*a.w_up, "w_up", dt, N, K, on);
     TC_CHECK_ARG(a.w_up->num_experts() == E, kOp, "w_up", fmt::format("{} experts (as w)", E),
                  std::to_string(a.w_up->num_experts()));
     TC_CHECK_ARG(a.w_up->layout == a.w.layout && a.w_up->stacked.has_value() == a.w.stacked.has_value(), kOp, "w_up",
@@ -58,7 +59,7 @@ void validate_moe_grouped_gemm(const MoeGroupedGemmArgs& a, DeviceType backend) 
                  fmt::format("{} elements", a.w_up->expert_stride()));
   }
   if (a.a_index) {
-    check_tensor(*a.a_index, kOp, "a_index", {DType::kI32}, Shape{M}, backend);
+    check_tensor(*a.a_index, kOp, "a_index", {DType::kI32}, Shape{M}, on);
     TC_CHECK_ARG(a.a_repeat == 1, kOp, "a_repeat", "1 with an a_index", std::to_string(a.a_repeat));
   } else {
     const int64_t need = (M + a.a_repeat - 1) / a.a_repeat;
@@ -67,7 +68,7 @@ void validate_moe_grouped_gemm(const MoeGroupedGemmArgs& a, DeviceType backend) 
                  a.a.describe());
   }
   if (a.tile_expert) {
-    check_tensor(*a.tile_expert, kOp, "tile_expert", {DType::kI32}, 1, backend);
+    check_tensor(*a.tile_expert, kOp, "tile_expert", {DType::kI32}, 1, on);
     const int64_t tiles = a.tile_expert->shape[0];
     TC_CHECK_ARG(tiles >= 1 && M % tiles == 0, kOp, "tile_expert", fmt::format("[M / block_m] with M = {}", M),
                  a.tile_expert->describe());
@@ -89,19 +90,19 @@ void validate_moe_grouped_gemm(const MoeGroupedGemmArgs& a, DeviceType backend) 
     TC_CHECK_ARG(!a.num_tiles, kOp, "num_tiles", "none with combine (every row of the schedule is live)",
                  a.num_tiles->describe());
   }
-  if (a.num_tiles) check_tensor(*a.num_tiles, kOp, "num_tiles", {DType::kI32}, Shape{1}, backend);
-  if (a.row_scale) check_tensor(*a.row_scale, kOp, "row_scale", {DType::kF32}, Shape{M}, backend);
-  if (a.row_token) check_tensor(*a.row_token, kOp, "row_token", {DType::kI32}, Shape{M}, backend);
-  if (a.tile_fill) check_tensor(*a.tile_fill, kOp, "tile_fill", {DType::kI32}, Shape{M}, backend);
+  if (a.num_tiles) check_tensor(*a.num_tiles, kOp, "num_tiles", {DType::kI32}, Shape{1}, on);
+  if (a.row_scale) check_tensor(*a.row_scale, kOp, "row_scale", {DType::kF32}, Shape{M}, on);
+  if (a.row_token) check_tensor(*a.row_token, kOp, "row_token", {DType::kI32}, Shape{M}, on);
+  if (a.tile_fill) check_tensor(*a.tile_fill, kOp, "tile_fill", {DType::kI32}, Shape{M}, on);
   if (a.combine_into) {
     const auto& ci = *a.combine_into;
-    check_tensor(ci.pos, kOp, "combine_into.pos", {DType::kI32}, 2, backend);
+    check_tensor(ci.pos, kOp, "combine_into.pos", {DType::kI32}, 2, on);
     const int64_t T = ci.pos.shape[0], S = ci.pos.shape[1];
     TC_CHECK_ARG(S >= 1 && S <= 32 && T <= INT_MAX, kOp, "combine_into.pos",
                  "[T, S] with 1..32 slots per token and T < 2^31", ci.pos.describe());
-    if (ci.weights) check_tensor(*ci.weights, kOp, "combine_into.weights", {DType::kF32}, Shape{T, S}, backend);
-    check_tensor(ci.row_token, kOp, "combine_into.row_token", {DType::kI32}, Shape{M}, backend);
-    check_tensor(ci.out, kOp, "combine_into.out", {a.out.dtype}, Shape{T, N}, backend);
+    if (ci.weights) check_tensor(*ci.weights, kOp, "combine_into.weights", {DType::kF32}, Shape{T, S}, on);
+    check_tensor(ci.row_token, kOp, "combine_into.row_token", {DType::kI32}, Shape{M}, on);
+    check_tensor(ci.out, kOp, "combine_into.out", {a.out.dtype}, Shape{T, N}, on);
     TC_CHECK_ARG(a.combine == 1 && !a.w_up, kOp, "combine_into", "a plain projection without combine",
                  a.w_up ? std::string("a gated pair") : fmt::format("combine {}", a.combine));
   }

@@ -65,12 +65,12 @@ int smem_bytes(const MoeGroupedGemmConfig& c, bool dual) {
   return c.sm90 ? ring + 1024 + (c.sm90 == 2 ? 16 * c.stages + 96 + tc::moe::kGemmWsStagingBytes : 0) : ring;
 }
 
-void check_weights(const ExpertWeights& w, const char* arg, DType dtype, int64_t N, int64_t K, DeviceType backend) {
+void check_weights(const ExpertWeights& w, const char* arg, DType dtype, int64_t N, int64_t K, const Device& on) {
   const bool kn = w.layout == WeightLayout::kKN;
   const Shape one = kn ? Shape{K, N} : Shape{N, K};
   const std::string want_one = kn ? fmt::format("[K, N] = [{}, {}]", K, N) : fmt::format("[N, K] = [{}, {}]", N, K);
   if (w.stacked) {
-    check_stacked_experts(*w.stacked, kOp, arg, {dtype}, backend);
+    check_stacked_experts(*w.stacked, kOp, arg, {dtype}, on);
     const int64_t E = w.stacked->shape[0];
     TC_CHECK_ARG(E >= 1 && w.stacked->shape == Shape({E, one[0], one[1]}), kOp, arg,
                  fmt::format("stacked experts [E, {}, {}] ({} layout, {} per expert)", one[0], one[1],
@@ -83,7 +83,7 @@ void check_weights(const ExpertWeights& w, const char* arg, DType dtype, int64_t
                fmt::format("at most {} per-expert tensors", kLargeTable), std::to_string(w.per_expert.size()));
   for (size_t e = 0; e < w.per_expert.size(); ++e) {
     const std::string name = fmt::format("{}[{}]", arg, e);
-    check_tensor(w.per_expert[e], kOp, name.c_str(), {dtype}, 2, backend);
+    check_tensor(w.per_expert[e], kOp, name.c_str(), {dtype}, 2, on);
     TC_CHECK_ARG(w.per_expert[e].shape == one, kOp, name,
                  fmt::format("{} ({} layout)", want_one, weight_layout_name(w.layout)), w.per_expert[e].describe());
   }

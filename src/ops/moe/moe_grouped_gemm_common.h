@@ -31,7 +31,7 @@ bool tma_ok(const MoeGroupedGemmArgs& a);
 int launch_table(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c);
 // Dynamic shared memory of the MMA kernels for config c.
 int smem_bytes(const MoeGroupedGemmConfig& c, bool dual);
-void check_weights(const ExpertWeights& w, const char* arg, DType dtype, int64_t N, int64_t K, DeviceType backend);
+void check_weights(const ExpertWeights& w, const char* arg, DType dtype, int64_t N, int64_t K, const Device& on);
 // Each expert's matrix base address.
 std::vector<const void*> bases(const ExpertWeights& w);
 

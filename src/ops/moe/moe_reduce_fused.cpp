@@ -28,8 +28,8 @@ std::string shape_expect(std::initializer_list<std::string> dims) {
 }
 
 void check_tensor(const TensorView& t, const char* arg, std::initializer_list<DType> dtypes, int rank,
-                  DeviceType backend) {
-  ops::check_tensor(t, kOp, arg, dtypes, rank, backend);
+                  const Device& on) {
+  ops::check_tensor(t, kOp, arg, dtypes, rank, on);
 }
 
 reference::MoeReduceFusedRef to_ref(const MoeReduceFusedArgs& a) {
@@ -120,29 +120,30 @@ jit::KernelSpec MoeReduceFusedConfig::kernel_spec() const {
 }
 
 void validate_moe_reduce_fused(const MoeReduceFusedArgs& a, DeviceType backend) {
-  check_tensor(a.x, "x", {DType::kF32, DType::kBF16, DType::kF16}, 2, backend);
-  check_tensor(a.token_topk_to_pos, "token_topk_to_pos", {DType::kI32}, 2, backend);
+  const Device on = tensors_device(backend, a.x);  // every tensor must be on it
+  check_tensor(a.x, "x", {DType::kF32, DType::kBF16, DType::kF16}, 2, on);
+  check_tensor(a.token_topk_to_pos, "token_topk_to_pos", {DType::kI32}, 2, on);
   const int64_t E = a.x.shape[0], H = a.x.shape[1];
   const int64_t T = a.token_topk_to_pos.shape[0], K = a.token_topk_to_pos.shape[1];
   TC_CHECK_ARG(K >= 1, kOp, "token_topk_to_pos", "at least one slot per token (K >= 1)",
                a.token_topk_to_pos.describe());
   TC_CHECK_ARG(E <= INT_MAX && H <= INT_MAX, kOp, "x", "fewer than 2^31 rows and columns", a.x.describe());
   if (a.topk_weights) {
-    check_tensor(*a.topk_weights, "topk_weights", {DType::kF32}, 2, backend);
+    check_tensor(*a.topk_weights, "topk_weights", {DType::kF32}, 2, on);
     TC_CHECK_ARG(a.topk_weights->shape == a.token_topk_to_pos.shape, kOp, "topk_weights",
                  "shape " + a.token_topk_to_pos.shape.str() + " (that of token_topk_to_pos, [T, K])",
                  a.topk_weights->describe());
   }
   if (a.x_sf) {
-    check_tensor(*a.x_sf, "x_sf", {DType::kF32}, 1, backend);
+    check_tensor(*a.x_sf, "x_sf", {DType::kF32}, 1, on);
     TC_CHECK_ARG(a.x_sf->shape[0] == E, kOp, "x_sf", fmt::format("one scale per row of x: shape [{}]", E),
                  a.x_sf->describe());
   }
-  check_tensor(a.out, "out", {a.x.dtype, DType::kF8E4M3}, 2, backend);
+  check_tensor(a.out, "out", {a.x.dtype, DType::kF8E4M3}, 2, on);
   TC_CHECK_ARG(a.out.shape == Shape({T, H}), kOp, "out", "shape " + shape_expect({std::to_string(T), std::to_string(H)}) + " ([T, H])",
                a.out.describe());
   if (a.sf) {
-    check_tensor(*a.sf, "sf", {DType::kF32}, 1, backend);
+    check_tensor(*a.sf, "sf", {DType::kF32}, 1, on);
     TC_CHECK_ARG(a.sf->shape[0] == 1, kOp, "sf", "shape [1]", a.sf->describe());
     TC_CHECK_ARG(a.out.dtype == DType::kF8E4M3, kOp, "sf", "no global scale unless out is fp8_e4m3",
                  "sf given with out " + a.out.describe());

@@ -47,9 +47,10 @@ std::optional<GateMode> parse_gate_mode(const std::string& s) {
 }
 
 void validate_moe_topk_gate(const MoeTopkGateArgs& a, const MoeTopkGateParams& p, DeviceType backend) {
-  check_tensor(a.logits, kOp, "logits", {DType::kF32}, 2, backend);
-  check_tensor(a.ids, kOp, "ids", {DType::kI32}, 2, backend);
-  check_tensor(a.weights, kOp, "weights", {DType::kF32}, 2, backend);
+  const Device on = tensors_device(backend, a.logits);  // every tensor must be on it
+  check_tensor(a.logits, kOp, "logits", {DType::kF32}, 2, on);
+  check_tensor(a.ids, kOp, "ids", {DType::kI32}, 2, on);
+  check_tensor(a.weights, kOp, "weights", {DType::kF32}, 2, on);
   const int64_t T = a.logits.shape[0], E = a.logits.shape[1], K = a.ids.shape[1];
   TC_CHECK_ARG(p.score_dtype == DType::kF32 || p.score_dtype == DType::kF16 || p.score_dtype == DType::kBF16, kOp,
                "score_dtype", "fp32, fp16 or bf16", dtype_name(p.score_dtype));
@@ -67,7 +68,7 @@ void validate_moe_topk_gate(const MoeTopkGateArgs& a, const MoeTopkGateParams& p
     return;
   }
   if (a.bias) {
-    check_tensor(*a.bias, kOp, "bias", {DType::kF32}, 1, backend);
+    check_tensor(*a.bias, kOp, "bias", {DType::kF32}, 1, on);
     TC_CHECK_ARG(a.bias->shape[0] == E, kOp, "bias", fmt::format("shape [{}] (one per expert)", E), a.bias->describe());
   }
   TC_CHECK_ARG(p.n_group >= 1 && p.n_group <= kMaxGroups, kOp, "n_group", fmt::format("1..{}", kMaxGroups),
