@@ -27,7 +27,8 @@ except Exception:  # not installed, or installed but unusable here
 class NumpyArrays:
     """numpy arrays, run on the CPU backend."""
     name = "numpy"
-    dtypes = [np.float16, np.float32, np.int32, np.int64, np.float64, np.int8, np.uint8, np.bool_]
+    dtypes = [np.float16, np.float32, np.int32, np.int64, np.float64, np.int8, np.uint8, np.bool_, np.complex64,
+              np.longdouble, object]  # the last two DLPack cannot carry
 
     def put(self, a):
         return a
@@ -272,7 +273,7 @@ def test_mutated_calls_run_or_are_refused_by_name(make_lib):
             outcome = "ran"
         except ALLOWED as e:
             msg = str(e)
-            assert msg.startswith(op) or msg.startswith("tilecraft") or "moe_" in msg, \
+            assert "argument '" in msg and (msg.startswith(op) or "moe_" in msg), \
                 f"{where}: the message names no op: {type(e).__name__}: {msg[:300]}"
             outcome = "refused"
         except Exception as e:  # noqa: BLE001 (the point: nothing else may escape)

@@ -20,6 +20,14 @@ def _tensor(op: str, name: str, t: Any, ndim: int | None = None) -> Any:
     naming the op and the argument (not an AttributeError from deep inside)."""
     if not hasattr(t, "shape") or not hasattr(t, "__dlpack__"):
         raise TypeError(f"{op}: argument '{name}': expected a torch.Tensor or numpy.ndarray, got {type(t).__name__}")
+    dtype = getattr(t, "dtype", None)
+    kind, size = getattr(dtype, "kind", "f"), getattr(dtype, "itemsize", 0)
+    numeric = _is_torch(t) or (kind in "biuf" and size <= 8) or kind == "c"
+    if not numeric:
+        # numpy arrays DLPack cannot carry (object, datetime, long double, strings) would fail in the
+        # binding's signature match, naming no argument
+        raise TypeError(f"{op}: argument '{name}': expected a tensor of a dtype DLPack carries (integers, "
+                        f"floats), got dtype {dtype}")
     if ndim is not None and len(t.shape) != ndim:
         raise ValueError(f"{op}: argument '{name}': expected a {ndim}-D tensor, got shape {tuple(t.shape)}")
     return t
@@ -69,12 +77,34 @@ def _integer(v: Any) -> int | None:
         return None
 
 
+_INT_MAX = 2**31 - 1  # the C++ side takes these as int: a larger Python int would fail its signature, unnamed
+
+
 def _count(op: str, name: str, v: Any, lo: int) -> int:
-    """v as an int >= lo (sizes the outputs, so checked before they are allocated)."""
+    """v as an int in lo.._INT_MAX (sizes the outputs, so checked before they are allocated)."""
     n = _integer(v)
-    if n is None or n < lo:
-        raise ValueError(f"{op}: argument '{name}': expected an integer >= {lo}, got {v!r}")
+    if n is None or not lo <= n <= _INT_MAX:
+        raise ValueError(f"{op}: argument '{name}': expected an integer in {lo}..{_INT_MAX}, got {v!r}")
     return n
+
+
+def _int32(op: str, name: str, v: Any) -> int:
+    """v as a 32-bit int (its meaning is checked in C++, which takes an int)."""
+    n = _integer(v)
+    if n is None:
+        raise TypeError(f"{op}: argument '{name}': expected an integer, got {v!r}")
+    if not -_INT_MAX - 1 <= n <= _INT_MAX:
+        raise ValueError(f"{op}: argument '{name}': expected a 32-bit integer, got {n}")
+    return n
+
+
+def _flag(op: str, name: str, v: Any) -> bool:
+    """v as a bool: Python's or numpy's bool scalar, nothing else (not 0/1, not None)."""
+    if isinstance(v, bool):
+        return v
+    if type(v).__module__ == "numpy" and type(v).__name__ in ("bool", "bool_"):
+        return bool(v)
+    raise TypeError(f"{op}: argument '{name}': expected a bool, got {v!r}")
 
 
 def _routing_args(op: str, mode: Any, renormalize: Any, n_group: Any, topk_group: Any,
@@ -83,16 +113,8 @@ def _routing_args(op: str, mode: Any, renormalize: Any, n_group: Any, topk_group
     so a wrong type names its argument instead of failing the binding's signature."""
     if not isinstance(mode, str):
         raise TypeError(f"{op}: argument 'mode': expected 'softmax_topk' or 'sigmoid_grouped_topk', got {mode!r}")
-    flag = renormalize if isinstance(renormalize, bool) else None
-    if flag is None and type(renormalize).__module__ == "numpy" and type(renormalize).__name__ in ("bool", "bool_"):
-        flag = bool(renormalize)  # numpy's bool scalar
-    if flag is None:
-        raise TypeError(f"{op}: argument 'renormalize': expected a bool, got {renormalize!r}")
-    groups = []
-    for name, v in (("n_group", n_group), ("topk_group", topk_group)):
-        if _integer(v) is None:
-            raise TypeError(f"{op}: argument '{name}': expected an integer, got {v!r}")
-        groups.append(_integer(v))
+    flag = _flag(op, "renormalize", renormalize)
+    groups = [_int32(op, name, v) for name, v in (("n_group", n_group), ("topk_group", topk_group))]
     if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
         raise TypeError(f"{op}: argument 'scale': expected a real number, got {scale!r}")
     return mode, flag, groups[0], groups[1], float(scale)
@@ -107,7 +129,7 @@ def _config(op: str, config: Any) -> dict[str, int]:
     for k, v in config.items():
         if not isinstance(k, str) or _integer(v) is None:  # not floats or strings
             raise TypeError(f"{op}: argument 'config': expected string keys and integer values, got {k!r}: {v!r}")
-    return {k: _integer(v) for k, v in config.items()}
+    return {k: _int32(op, f"config['{k}']", v) for k, v in config.items()}
 
 
 def _is_torch(t: Tensor) -> bool:
@@ -165,7 +187,8 @@ def moe_reduce_fused(x: Tensor, token_topk_to_pos: Tensor, topk_weights: Tensor 
     out_dtype = _out_dtype("moe_reduce_fused", out_dtype, ("float32", "float16", "bfloat16", "float8_e4m3fn"))
     if out is None:
         out = _empty(x, (T, x.shape[1]), out_dtype or _dtype_name(x))
-    _C.moe_reduce_fused(x, token_topk_to_pos, topk_weights, x_sf, sf, out, checked, _stream(x))
+    _C.moe_reduce_fused(x, token_topk_to_pos, topk_weights, x_sf, sf, out, _flag("moe_reduce_fused", "checked", checked),
+                        _stream(x))
     return out
 
 
