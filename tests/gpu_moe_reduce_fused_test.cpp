@@ -104,6 +104,39 @@ TEST(GpuMoeReduceFused, MisalignedPointerUsesNarrowVectors) {
   }
 }
 
+// An op switches to its tensors' GPU for the call and gives the caller's
+// context back: here a second context of the same GPU stands for another
+// GPU's (the caller's current one, as torch.cuda.set_device(1) leaves it).
+// A stream of that context is refused by name rather than failing inside the
+// driver.
+TEST(GpuMoeReduceFused, GivesTheCallersContextBack) {
+  TC_REQUIRE_GPU();
+  Problem p(37, 3, 200, DType::kBF16, 11);
+  rt::Stream s;  // the primary context's, like the tensors
+  const rt::DriverApi& d = rt::driver();
+  CUdevice dev;
+  TC_CU(d.cuDeviceGet(&dev, 0));
+  CUcontext callers = nullptr;
+  TC_CU(d.cuCtxCreate(&callers, nullptr, 0, dev));  // and makes it current
+  auto current = [&] {
+    CUcontext c = nullptr;
+    TC_CU(d.cuCtxGetCurrent(&c));
+    return c;
+  };
+  ops::moe_reduce_fused(p.args(), s.get());
+  EXPECT_EQ(current(), callers);
+  CUstream theirs = nullptr;
+  TC_CU(d.cuStreamCreate(&theirs, CU_STREAM_NON_BLOCKING));
+  TC_EXPECT_ERROR(ops::moe_reduce_fused(p.args(), theirs), ErrorKind::kInvalidArgument, "moe_reduce_fused",
+                  "'stream'", "a stream of cuda:0", "another GPU");
+  EXPECT_EQ(current(), callers);
+  TC_CU(d.cuStreamDestroy(theirs));
+  TC_CU(d.cuCtxDestroy(callers));
+  rt::ensure_context(0);
+  s.sync();
+  EXPECT_TRUE(p.matches());
+}
+
 TEST(GpuMoeReduceFused, CheckedModeReportsBadPosition) {
   TC_REQUIRE_GPU();
   Problem p(16, 4, 256, DType::kBF16, 5);

@@ -125,3 +125,26 @@ def test_a_million_small_calls_keep_memory_flat():
     torch.cuda.synchronize()
     assert torch.cuda.memory_allocated() == before
 
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs visible to torch")
+def test_ops_run_on_the_tensors_gpu_and_leave_the_current_one():
+    # The layer on cuda:1 while cuda:0 is current and the other way round: the same bits as on
+    # the current GPU, torch's current device unchanged after the call, and a tensor of the
+    # other GPU among them refused by name.
+    host = _layer(T=300, E=16)
+    K = host[-1]
+    results = {}
+    for current, there in ((0, 1), (1, 0), (0, 0)):
+        torch.cuda.set_device(current)
+        layer = [t.to(f"cuda:{there}") for t in host[:-1]]
+        out = tilecraft.fused_moe(*layer, K)
+        assert torch.cuda.current_device() == current
+        assert out.device == torch.device(f"cuda:{there}")
+        results[(current, there)] = out.cpu()
+        with pytest.raises(ValueError, match="cuda"):
+            tilecraft.fused_moe(layer[0], layer[1], layer[2].to(f"cuda:{1 - there}"), *layer[3:], K)
+    torch.cuda.set_device(0)
+    assert torch.equal(results[(0, 1)], results[(0, 0)])
+    assert torch.equal(results[(1, 0)], results[(0, 0)])
+    assert not torch.equal(results[(0, 0)], torch.zeros_like(results[(0, 0)]))

@@ -57,4 +57,28 @@ void check_tensor(const TensorView& t, const char* op, const char* arg, std::ini
   TC_CHECK_ARG(t.shape == shape, op, arg, "shape " + shape.str(), t.describe());
 }
 
+namespace {
+// A tensor's GPU must exist here (a view built by hand may name any ordinal).
+int existing_gpu(const Device& on, const char* op) {
+  int count = 0;
+  TC_DRV(cuDeviceGetCount, &count);
+  TC_CHECK_ARG(on.index >= 0 && on.index < count, op, "tensors",
+               fmt::format("tensors on a GPU of this machine (cuda:0 to cuda:{})", count - 1),
+               fmt::format("tensors on {}", on.str()));
+  return on.index;
+}
+}  // namespace
+
+DeviceCall::DeviceCall(const Device& on, CUstream stream, const char* op) : scope_(existing_gpu(on, op)) {
+  // The null stream (0) and the per-thread one are the current context's:
+  // after the scope, the tensors' GPU's.
+  CUcontext ctx = nullptr;
+  const CUresult r = rt::driver().cuStreamGetCtx(stream, &ctx);
+  TC_CHECK_ARG(r == CUDA_SUCCESS, op, "stream", "a live CUDA stream",
+               fmt::format("a handle the driver refuses (CUresult {})", int(r)));
+  TC_CHECK_ARG(ctx == rt::primary_context(on.index), op, "stream",
+               fmt::format("a stream of {} (the tensors' GPU)", on.str()),
+               "a stream of another GPU (or of a context that is not the GPU's primary one)");
+}
+
 }  // namespace tilecraft::ops

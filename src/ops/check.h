@@ -4,6 +4,7 @@
 // Messages are built only on failure: these run on every call.
 #include <initializer_list>
 
+#include "tilecraft/runtime/driver.h"
 #include "tilecraft/tensor.h"
 
 namespace tilecraft::ops {
@@ -23,5 +24,18 @@ void check_tensor(const TensorView& t, const char* op, const char* arg, std::ini
 // the matrices not overlapping); each matrix itself row-major.
 void check_stacked_experts(const TensorView& t, const char* op, const char* arg, std::initializer_list<DType> dtypes,
                            const Device& on);
+
+// An op's GPU call, held for its whole body: makes the tensors' GPU current
+// (the caller's context comes back at the end, so a caller working on cuda:0
+// stays there after an op on cuda:1 tensors) and checks that the stream is
+// one of that GPU's (a launch on another GPU's stream fails inside the driver
+// with no argument named).
+class DeviceCall {
+ public:
+  DeviceCall(const Device& on, CUstream stream, const char* op);
+
+ private:
+  rt::ContextScope scope_;
+};
 
 }  // namespace tilecraft::ops

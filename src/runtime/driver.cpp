@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <map>
 #include <mutex>
 
 #include "tilecraft/error.h"
@@ -68,18 +69,55 @@ const DriverApi& driver() {
   return l.api;
 }
 
-void ensure_context(int ordinal) {
-  // Primary contexts are shared with the CUDA runtime (cuBLAS, PyTorch), so
-  // tilecraft and its callers see the same memory and streams.
-  thread_local int current = -1;
-  if (current == ordinal) return;
+CUcontext primary_context(int ordinal) {
+  // Retained once per device and never released: the primary context is
+  // shared with the CUDA runtime and lives as long as the process uses it.
+  static std::mutex m;
+  static std::map<int, CUcontext> contexts;
   const DriverApi& d = driver();
+  std::lock_guard<std::mutex> lock(m);
+  auto it = contexts.find(ordinal);
+  if (it != contexts.end()) return it->second;
   CUdevice dev;
   TC_CU(d.cuDeviceGet(&dev, ordinal));
   CUcontext ctx;
   TC_CU(d.cuDevicePrimaryCtxRetain(&ctx, dev));
-  TC_CU(d.cuCtxSetCurrent(ctx));
-  current = ordinal;
+  contexts[ordinal] = ctx;
+  return ctx;
+}
+
+void ensure_context(int ordinal) {
+  // Primary contexts are shared with the CUDA runtime (cuBLAS, PyTorch), so
+  // tilecraft and its callers see the same memory and streams. The handle is
+  // cached per thread; which context is current is asked every time.
+  thread_local int cached_ordinal = -1;
+  thread_local CUcontext cached = nullptr;
+  if (cached_ordinal != ordinal) {
+    cached = primary_context(ordinal);
+    cached_ordinal = ordinal;
+  }
+  const DriverApi& d = driver();
+  CUcontext current = nullptr;
+  TC_CU(d.cuCtxGetCurrent(&current));
+  if (current != cached) TC_CU(d.cuCtxSetCurrent(cached));
+}
+
+ContextScope::ContextScope(int ordinal) {
+  const DriverApi& d = driver();
+  TC_CU(d.cuCtxGetCurrent(&saved_));
+  const CUcontext mine = primary_context(ordinal);
+  if (saved_ != mine) {
+    TC_CU(d.cuCtxSetCurrent(mine));
+    switched_ = true;
+  }
+}
+
+ContextScope::~ContextScope() {
+  // A thread that had no context keeps ours (nothing of the caller's to give
+  // back, and the next call need not switch again). Errors cannot be thrown
+  // from here; a failed restore leaves our context current, which the
+  // caller's next runtime call corrects.
+  if (switched_ && saved_) driver().cuCtxSetCurrent(saved_);
 }
 
 void check_cu(CUresult result, const char* call, const char* file, int line) {

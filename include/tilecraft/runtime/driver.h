@@ -23,8 +23,27 @@ bool driver_available();
 std::string driver_unavailable_reason();
 // The loaded API; throws Error(kNoDevice) with the reason when unavailable.
 const DriverApi& driver();
-// Makes device `ordinal`'s primary context current on this thread.
+// Makes device `ordinal`'s primary context current on this thread. It asks
+// the driver which context is current (callers such as PyTorch switch
+// devices behind our back), so it never trusts a cached answer.
 void ensure_context(int ordinal = 0);
+// Device `ordinal`'s primary context (retained once for the process).
+CUcontext primary_context(int ordinal);
+
+// Makes device `ordinal`'s primary context current for a scope and gives the
+// caller's context back at its end, as a library call should: an op on
+// cuda:1 tensors leaves a caller working on cuda:0 on cuda:0.
+class ContextScope {
+ public:
+  explicit ContextScope(int ordinal);
+  ~ContextScope();
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+
+ private:
+  CUcontext saved_ = nullptr;
+  bool switched_ = false;
+};
 
 // Throws Error(kCuda) naming the call and the driver's error name/string.
 void check_cu(CUresult result, const char* call, const char* file, int line);

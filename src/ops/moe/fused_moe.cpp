@@ -325,12 +325,15 @@ FusedMoeWorkspace::~FusedMoeWorkspace() {
 
 CUdeviceptr FusedMoeWorkspace::reserve(size_t bytes, int device) {
   if (bytes <= bytes_ && device == device_) return ptr_;
-  rt::ensure_context(device);
   if (ptr_) {
-    TC_DRV(cuCtxSynchronize);  // earlier calls may still use the old buffer
+    // Earlier calls may still use the old buffer: wait on its own GPU (the
+    // new call's may be another one).
+    const rt::ContextScope old(device_);
+    TC_DRV(cuCtxSynchronize);
     TC_DRV(cuMemFree, ptr_);
     ptr_ = 0, bytes_ = 0;
   }
+  rt::ensure_context(device);
   TC_DRV(cuMemAlloc, &ptr_, std::max<size_t>(bytes, 256));
   bytes_ = bytes, device_ = device;
   return ptr_;
@@ -613,6 +616,7 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
   validate_fused_moe(a, p, DeviceType::kCUDA);
   const Dims d = dims_of(a, p);
   if (d.T == 0) return;
+  const DeviceCall call(a.x.device, stream, kOp);
   const int dev = a.x.device.index;
   const rt::DeviceInfo info = rt::device_info(dev);  // one lookup (a copy under a lock) per call
   const int64_t bm = layer_block_m(a, p, o, info.cc_major);
@@ -625,7 +629,6 @@ void fused_moe(const FusedMoeArgs& a, const FusedMoeParams& p, CUstream stream, 
   if (ws) {
     base = ws->reserve(bytes, dev);
   } else {
-    rt::ensure_context(dev);
     scratch.emplace(bytes, stream);
     base = scratch->get();
   }

@@ -110,6 +110,7 @@ unsigned mapping_smem(const MoeFusedMappingParams& p) { return unsigned((kWarps 
 void moe_fused_mapping(const MoeFusedMappingArgs& a, const MoeFusedMappingParams& p, CUstream stream,
                        const jit::CompileOptions& compile) {
   validate_moe_fused_mapping(a, p, DeviceType::kCUDA);
+  const DeviceCall call(a.ids.device, stream, kOp);
   static jit::OpKernelCache kernels;
   const int dev = a.ids.device.index;
   tc::moe::FusedMappingParams kp = kernel_params(a, p);
@@ -178,6 +179,7 @@ void moe_topk_gate_mapping(const MoeTopkGateArgs& g, const MoeTopkGateParams& gp
                fmt::format("{} (columns of the logits)", g.logits.shape[1]), std::to_string(mp.num_experts));
   const int64_t T = g.logits.shape[0];
   if (T == 0) return moe_fused_mapping(m, mp, stream, compile);  // no gate block to run the mapping
+  const DeviceCall call(g.logits.device, stream, kOp);
   const int64_t tpb = tokens_per_block ? tokens_per_block
                                        : moe_topk_gate_mapping_tokens_per_block(T, sm_count_if_gpu(g.logits.device.index));
   TC_CHECK_ARG((T + tpb - 1) / tpb <= 0x7fffffff, kOp, "logits",

@@ -304,6 +304,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
   validate_moe_grouped_gemm(a, DeviceType::kCUDA);
   const int64_t M = layout_rows(a), N = a.out.shape[1], K = a.a.shape[1];
   if (M == 0) return;
+  const DeviceCall call(a.a.device, stream, kOp);
   const rt::DeviceInfo dev = rt::device_info(a.a.device.index);  // one lookup (a copy under a lock) per call
   const MoeGroupedGemmConfig c = moe_grouped_gemm_config(a, o.config, dev.cc_major, dev.sm_count);
   const bool dual = a.w_up.has_value(), vec = vector_ok(a);
@@ -338,7 +339,6 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
                   TC_DRV(cuFuncSetAttribute, l.fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
                          int(CU_SHAREDMEM_CARVEOUT_MAX_SHARED));
               });
-  rt::ensure_context(a.a.device.index);
 
   tc::moe::GroupedGemmParams p{};
   p.a = a.a.data;

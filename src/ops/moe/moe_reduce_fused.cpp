@@ -198,11 +198,11 @@ void moe_reduce_fused(const MoeReduceFusedArgs& a, CUstream stream, const MoeRed
   const int64_t T = a.token_topk_to_pos.shape[0], K = a.token_topk_to_pos.shape[1];
   const int64_t E = a.x.shape[0], H = a.x.shape[1];
   if (T == 0 || H == 0) return;
+  const DeviceCall call(a.x.device, stream, kOp);
   const MoeReduceFusedConfig c = moe_reduce_fused_config(a, o);
 
   static jit::OpKernelCache kernels;
   const jit::Launchable* k = &kernels.get(c.code(), o.compile, a.x.device.index, [&] { return c.kernel_spec(); });
-  rt::ensure_context(a.x.device.index);
 
   tc::moe::ReduceFusedParams p{a.x.data, a.token_topk_to_pos.ptr<int>(),
                                 a.topk_weights ? a.topk_weights->ptr<float>() : nullptr,

@@ -110,6 +110,7 @@ void moe_topk_gate(const MoeTopkGateArgs& a, const MoeTopkGateParams& p, CUstrea
   validate_moe_topk_gate(a, p, DeviceType::kCUDA);
   const int64_t T = a.logits.shape[0];
   if (T == 0) return;
+  const DeviceCall call(a.logits.device, stream, kOp);
   const int dev = a.logits.device.index;
   static jit::OpKernelCache kernels;
   const jit::Launchable* k =
