@@ -116,7 +116,9 @@ class TorchCudaArrays:
         return a.transpose(0, 1)
 
     def elsewhere(self, a):
-        return a.cpu()
+        # The CPU, or another GPU where there is one: both must be refused by name.
+        others = ["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count()) if i != a.device.index]
+        return a.to(others[int(a.numel()) % len(others)])
 
     def finish(self):
         torch.cuda.synchronize()  # a fault of the call's kernels surfaces here, at its case
