@@ -11,10 +11,6 @@ from . import _C
 
 Tensor = Any  # a torch.Tensor or numpy.ndarray (anything exporting DLPack)
 
-_TORCH_DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "int32": "int32",
-                 "float8_e4m3fn": "float8_e4m3fn"}
-
-
 def _tensor(op: str, name: str, t: Any, ndim: int | None = None) -> Any:
     """t itself if it is a tensor (has a shape and exports DLPack) of `ndim` dimensions; else an error
     naming the op and the argument (not an AttributeError from deep inside)."""
@@ -146,7 +142,9 @@ def _empty(like: Tensor, shape: Sequence[int], dtype: str) -> Tensor:
     if _is_torch(like):
         import torch
 
-        return torch.empty(tuple(shape), dtype=getattr(torch, _TORCH_DTYPES[dtype]), device=like.device)
+        # Any dtype a torch tensor has (the op then refuses a wrong one by name, as it does for
+        # numpy); a name from out_dtype was checked against the op's list before.
+        return torch.empty(tuple(shape), dtype=getattr(torch, dtype), device=like.device)
     import numpy as np
 
     if dtype == "bfloat16" or dtype.startswith("float8"):
