@@ -10,7 +10,7 @@ echo "build rc=$? in $((SECONDS - t0))s"
 export TILECRAFT_CACHE_DIR=$PWD/$B/test_jit_cache
 t0=$SECONDS; timeout 150 scripts/python_tests.sh $B > $OUT/python_tests.log 2>&1
 echo "python_tests rc=$? in $((SECONDS - t0))s: $(tail -1 $OUT/python_tests.log)"
-grep -E "FAILED|Failed:|SKIPPED" $OUT/python_tests.log | head
+grep -aE "FAILED|Failed:|Error:|SKIPPED" $OUT/python_tests.log | cut -c1-300 | head; tr -cd "\11\12\15\40-\176" < $OUT/python_tests.log > $OUT/python_tests.txt; rm $OUT/python_tests.log
 for s in 1 2 3 4 5 6; do
   TILECRAFT_FUZZ_SEED=$s PYTHONPATH=$B/python:python/tests timeout 40 python3 -m pytest python/tests/test_api_fuzz.py -q \
     -p no:cacheprovider -k torch > $OUT/fuzz_seed$s.log 2>&1

@@ -105,8 +105,8 @@ class TorchCudaArrays:
         return a.is_floating_point()
 
     def with_value(self, a, v):
-        b = a.clone()
-        b.view(-1)[0] = float(v) if self.is_float(a) else int(v)
+        b = a.clone()  # keeps a's strides: a transposed a stays transposed
+        b[(0,) * b.dim()] = float(v) if self.is_float(a) else int(v)
         return b
 
     def flipped(self, a):
