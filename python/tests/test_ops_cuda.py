@@ -126,7 +126,6 @@ def test_a_million_small_calls_keep_memory_flat():
     assert torch.cuda.memory_allocated() == before
 
 
-
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs visible to torch")
 def test_ops_run_on_the_tensors_gpu_and_leave_the_current_one():
     # The layer on cuda:1 while cuda:0 is current and the other way round: the same bits as on

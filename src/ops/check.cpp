@@ -60,8 +60,7 @@ void check_tensor(const TensorView& t, const char* op, const char* arg, std::ini
 namespace {
 // A tensor's GPU must exist here (a view built by hand may name any ordinal).
 int existing_gpu(const Device& on, const char* op) {
-  int count = 0;
-  TC_DRV(cuDeviceGetCount, &count);
+  const int count = rt::device_count();
   TC_CHECK_ARG(on.index >= 0 && on.index < count, op, "tensors",
                fmt::format("tensors on a GPU of this machine (cuda:0 to cuda:{})", count - 1),
                fmt::format("tensors on {}", on.str()));
@@ -76,7 +75,7 @@ DeviceCall::DeviceCall(const Device& on, CUstream stream, const char* op) : scop
   const CUresult r = rt::driver().cuStreamGetCtx(stream, &ctx);
   TC_CHECK_ARG(r == CUDA_SUCCESS, op, "stream", "a live CUDA stream",
                fmt::format("a handle the driver refuses (CUresult {})", int(r)));
-  TC_CHECK_ARG(ctx == rt::primary_context(on.index), op, "stream",
+  TC_CHECK_ARG(ctx == scope_.context(), op, "stream",
                fmt::format("a stream of {} (the tensors' GPU)", on.str()),
                "a stream of another GPU (or of a context that is not the GPU's primary one)");
 }

@@ -16,6 +16,7 @@ namespace {
 struct Loaded {
   DriverApi api;
   bool ok = false;
+  int device_count = 0;
   std::string reason;
 };
 
@@ -48,6 +49,7 @@ Loaded load() {
     l.reason = "the CUDA driver reports no CUDA device";
     return l;
   }
+  l.device_count = count;
   l.ok = true;
   return l;
 }
@@ -69,9 +71,16 @@ const DriverApi& driver() {
   return l.api;
 }
 
+int device_count() {
+  driver();  // throws Error(kNoDevice), with the reason, where there is none
+  return loaded().device_count;
+}
+
+namespace {
 CUcontext primary_context(int ordinal) {
   // Retained once per device and never released: the primary context is
-  // shared with the CUDA runtime and lives as long as the process uses it.
+  // shared with the CUDA runtime (cuBLAS, PyTorch), so tilecraft and its
+  // callers see the same memory and streams.
   static std::mutex m;
   static std::map<int, CUcontext> contexts;
   const DriverApi& d = driver();
@@ -86,38 +95,38 @@ CUcontext primary_context(int ordinal) {
   return ctx;
 }
 
-void ensure_context(int ordinal) {
-  // Primary contexts are shared with the CUDA runtime (cuBLAS, PyTorch), so
-  // tilecraft and its callers see the same memory and streams. The handle is
-  // cached per thread; which context is current is asked every time.
+// The handle cached per thread (the lock above is taken once per change of
+// device); which context is current is asked of the driver every time.
+CUcontext this_threads_primary(int ordinal) {
   thread_local int cached_ordinal = -1;
   thread_local CUcontext cached = nullptr;
   if (cached_ordinal != ordinal) {
     cached = primary_context(ordinal);
     cached_ordinal = ordinal;
   }
-  const DriverApi& d = driver();
-  CUcontext current = nullptr;
-  TC_CU(d.cuCtxGetCurrent(&current));
-  if (current != cached) TC_CU(d.cuCtxSetCurrent(cached));
+  return cached;
 }
 
-ContextScope::ContextScope(int ordinal) {
+// Makes `ctx` current; returns the context that was.
+CUcontext make_current(CUcontext ctx) {
   const DriverApi& d = driver();
-  TC_CU(d.cuCtxGetCurrent(&saved_));
-  const CUcontext mine = primary_context(ordinal);
-  if (saved_ != mine) {
-    TC_CU(d.cuCtxSetCurrent(mine));
-    switched_ = true;
-  }
+  CUcontext was = nullptr;
+  TC_CU(d.cuCtxGetCurrent(&was));
+  if (was != ctx) TC_CU(d.cuCtxSetCurrent(ctx));
+  return was;
 }
+}  // namespace
+
+void ensure_context(int ordinal) { make_current(this_threads_primary(ordinal)); }
+
+ContextScope::ContextScope(int ordinal) : mine_(this_threads_primary(ordinal)), saved_(make_current(mine_)) {}
 
 ContextScope::~ContextScope() {
   // A thread that had no context keeps ours (nothing of the caller's to give
   // back, and the next call need not switch again). Errors cannot be thrown
   // from here; a failed restore leaves our context current, which the
   // caller's next runtime call corrects.
-  if (switched_ && saved_) driver().cuCtxSetCurrent(saved_);
+  if (saved_ && saved_ != mine_) driver().cuCtxSetCurrent(saved_);
 }
 
 void check_cu(CUresult result, const char* call, const char* file, int line) {

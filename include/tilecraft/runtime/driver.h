@@ -27,8 +27,8 @@ const DriverApi& driver();
 // the driver which context is current (callers such as PyTorch switch
 // devices behind our back), so it never trusts a cached answer.
 void ensure_context(int ordinal = 0);
-// Device `ordinal`'s primary context (retained once for the process).
-CUcontext primary_context(int ordinal);
+// CUDA devices visible to this process (counted once, when the driver loads).
+int device_count();
 
 // Makes device `ordinal`'s primary context current for a scope and gives the
 // caller's context back at its end, as a library call should: an op on
@@ -39,10 +39,10 @@ class ContextScope {
   ~ContextScope();
   ContextScope(const ContextScope&) = delete;
   ContextScope& operator=(const ContextScope&) = delete;
+  CUcontext context() const { return mine_; }  // the GPU's primary context
 
  private:
-  CUcontext saved_ = nullptr;
-  bool switched_ = false;
+  CUcontext mine_, saved_;
 };
 
 // Throws Error(kCuda) naming the call and the driver's error name/string.
