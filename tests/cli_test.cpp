@@ -9,6 +9,7 @@
 
 #include "test_util.h"
 #include "tilecraft/jit/embedded_sources.h"
+#include "tilecraft/runtime/driver.h"
 
 namespace {
 struct Result {
@@ -243,6 +244,36 @@ TEST(Cli, MissingGpuExits3) {
   auto r = run("test --backend cuda --workload tiny", "CUDA_VISIBLE_DEVICES=");
   EXPECT_EQ(r.rc, 3) << r.out;
   EXPECT_NE(r.out.find("no CUDA device"), std::string::npos) << r.out;
+}
+
+// --device names a GPU: refused beside --backend cpu, below 0, past the GPUs
+// this process sees, and where there is no GPU at all (exit 3).
+TEST(Cli, DeviceFlagIsChecked) {
+  auto r = run("test --op moe_reduce_fused --backend cpu --device 0");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("'--device'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--backend cpu"), std::string::npos) << r.out;
+  r = run("bench --device -1");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("--device"), std::string::npos) << r.out;
+  r = run("test --op moe_reduce_fused --device 0", "CUDA_VISIBLE_DEVICES=");
+  EXPECT_EQ(r.rc, 3) << r.out;
+  EXPECT_NE(r.out.find("test: argument '--device'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no GPU is usable"), std::string::npos) << r.out;
+  r = run("env --device 64");  // more GPUs than any machine here has
+  if (tilecraft::rt::driver_available()) {
+    EXPECT_EQ(r.rc, 2) << r.out;
+    EXPECT_NE(r.out.find("env: argument '--device': expected a CUDA device ordinal below"), std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("got 64"), std::string::npos) << r.out;
+    r = run("env --device 0");  // the GPU by its PCI address too (how NVML and nvidia-smi name it)
+    EXPECT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("pci_bus_id"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("gpus_visible"), std::string::npos) << r.out;
+  } else {
+    EXPECT_EQ(r.rc, 3) << r.out;
+    EXPECT_NE(r.out.find("env: argument '--device'"), std::string::npos) << r.out;
+  }
 }
 
 TEST(Cli, TestAdHocShapeOnCpu) {

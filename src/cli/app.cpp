@@ -15,16 +15,19 @@ int run_main(int argc, char** argv) {
   app.set_version_flag("--version", TILECRAFT_VERSION);
 
   auto* env = app.add_subcommand("env", "Show the GPU, driver, compilers, build and commit");
+  cli::add_device_flag(env, o);
   auto* list = app.add_subcommand("list", "List ops, variants, workloads and tags from the manifest");
   cli::add_manifest_flags(list, o);
   list->add_option("--op", o.op, "Only this op");
   list->add_option("--tag", o.tag, "Only workloads with this tag");
   auto* compile = app.add_subcommand("compile", "JIT-compile every kernel the selected workloads need");
   cli::add_filter_flags(compile, o);
+  cli::add_device_flag(compile, o);
   cli::add_compile_flags(compile, o);
   compile->add_option("--arch", o.arch, "Target arch (default: the GPU's, or sm_90a without one)");
   auto* test = app.add_subcommand("test", "Check correctness against the golden");
   cli::add_filter_flags(test, o);
+  cli::add_device_flag(test, o);
   cli::add_compile_flags(test, o);
   cli::add_case_timeout_flag(test, o);
   test->add_option("--backend", o.backend, "cuda or cpu (default: cuda when a GPU is present)")
@@ -32,6 +35,7 @@ int run_main(int argc, char** argv) {
   test->add_flag("--unchecked", o.unchecked, "Run without checked mode (index validation)");
   auto* bench = app.add_subcommand("bench", "Time the selected cases (benchmark protocol) with roofline columns");
   cli::add_filter_flags(bench, o);
+  cli::add_device_flag(bench, o);
   cli::add_compile_flags(bench, o);
   cli::add_timing_flags(bench, o);
   cli::add_case_timeout_flag(bench, o);
@@ -63,6 +67,7 @@ int run_main(int argc, char** argv) {
   bench->add_option("--backend", o.backend, "cuda or cpu")->check(CLI::IsMember({"cuda", "cpu"}));
   auto* run = app.add_subcommand("run", "Main job: env, compile, test and bench; writes logs and reports");
   cli::add_filter_flags(run, o);
+  cli::add_device_flag(run, o);
   cli::add_compile_flags(run, o);
   cli::add_timing_flags(run, o);
   cli::add_case_timeout_flag(run, o);
@@ -70,6 +75,7 @@ int run_main(int argc, char** argv) {
   run->add_option("--arch", o.arch, "Compile target when no GPU is present (default sm_90a)");
   auto* inspect = app.add_subcommand("inspect", "Show a kernel's generated source, PTX, SASS or resources");
   cli::add_filter_flags(inspect, o);
+  cli::add_device_flag(inspect, o);
   cli::add_compile_flags(inspect, o);
   inspect->add_option("--arch", o.arch, "Target arch (default: the GPU's, or sm_90a)");
   inspect->add_option("--dump", o.dump, "source|ptx|sass|resources")

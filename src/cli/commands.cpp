@@ -66,7 +66,7 @@ std::string resolve_arch(const Options& o) {
     jit::check_arch(o.arch);
     return o.arch;
   }
-  return rt::driver_available() ? rt::device_info(0).arch() : "sm_90a";
+  return rt::driver_available() ? rt::device_info(o.gpu()).arch() : "sm_90a";
 }
 
 struct Selected {
@@ -141,7 +141,7 @@ Records compile_cases(const std::vector<Case>& cases, const Options& o, const st
 void precompile_for_gpu(const std::vector<Case>& cases, DeviceType backend, const Options& o, Console& con) {
   if (backend != DeviceType::kCUDA) return;
   const auto t0 = std::chrono::steady_clock::now();
-  const auto items = harness::precompile(cases, o.run_options(false), rt::device_info(0).arch());
+  const auto items = harness::precompile(cases, o.run_options(false), rt::device_info(o.gpu()).arch());
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (s > 1.0) con.line(fmt::format("compiled {} kernels in {:.1f} s", items.size(), s));
 }
@@ -218,19 +218,19 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
   if (backend == DeviceType::kCUDA) {
     if (!ceilings) {
       con.line("measuring ceilings (copy, read, GEMM, empty launch)...");
-      ceilings = harness::measure_ceilings(0, o.remeasure);
+      ceilings = harness::measure_ceilings(o.gpu(), o.remeasure);
     }
     con.line(fmt::format("ceilings{}: copy {:.0f} GB/s, read {:.0f} GB/s, GEMM {:.1f} TFLOP/s, empty launch {:.2f} us",
                          ceilings->from_cache ? " (cached " + ceilings->measured_at + ")" : "", ceilings->copy_gbps,
                          ceilings->read_gbps, ceilings->gemm_tflops, ceilings->empty_launch_us));
     ctx.ceilings = &*ceilings;
-    flusher = std::make_unique<harness::L2Flusher>(0);
+    flusher = std::make_unique<harness::L2Flusher>(o.gpu());
     ctx.flusher = flusher.get();
-    ctx.empty_launch_us = harness::empty_launch_us(0, timing, ctx.flusher);
+    ctx.empty_launch_us = harness::empty_launch_us(o.gpu(), timing, ctx.flusher);
     {
-      rt::Stream s;
+      rt::Stream s(o.gpu());
       jit::KernelSpec spec{"harness/bandwidth.cuh", "tc::harness::empty_kernel", {}, "empty"};
-      const auto& k = jit::get_kernel(spec, 0);
+      const auto& k = jit::get_kernel(spec, o.gpu());
       std::vector<char> p(64, 0);
       ctx.bare_launch_host_us = harness::host_us_per_call([&] { jit::launch(k, 1, 1, 32, 0, s.get(), p.data()); }, s.get());
     }
@@ -300,7 +300,7 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
     // traced kernel, read and cleared (jit::take_traces), on the console and
     // in the record.
     if (backend == DeviceType::kCUDA && ro.compile.trace)
-      for (const jit::KernelTrace& t : jit::take_traces(0)) {
+      for (const jit::KernelTrace& t : jit::take_traces(o.gpu())) {
         con.line(harness::format_trace(t, true));
         r["traces"].push_back(harness::trace_json(t));
       }
@@ -324,9 +324,10 @@ std::string find_tool(const std::string& name) {
 
 }  // namespace
 
-int cmd_env(const Options&) {
+int cmd_env(const Options& o) {
+  check_device(o, "env");
   Console con;
-  print_env(harness::capture_env(), con);
+  print_env(harness::capture_env(o.gpu()), con);
   return 0;
 }
 
@@ -374,6 +375,7 @@ int cmd_list(const Options& o) {
 }
 
 int cmd_compile(const Options& o) {
+  check_device(o, "compile");
   auto sel = select(o, o.selection());
   Console con;
   auto recs = compile_cases(sel->cases, o, resolve_arch(o), con);
@@ -390,8 +392,10 @@ struct Session {
   std::unique_ptr<Selected> sel;
   Console con;
   harness::EnvInfo env;
-  Session(const Options& o, const char* doing)
-      : backend(resolve_backend(o)), sel(select(o, o.selection())), env(harness::capture_env()) {
+  Session(const Options& o, const char* cmd, const char* doing)
+      : backend((check_device(o, cmd), resolve_backend(o))),
+        sel(select(o, o.selection())),
+        env(harness::capture_env(o.gpu())) {
     if (backend == DeviceType::kCPU && o.backend.empty())
       con.line(fmt::format("note: no CUDA device ({}); {} the CPU backend", env.no_gpu_reason, doing));
     if (backend == DeviceType::kCPU && !o.config.empty())  // (a PASS here says nothing of those kernels)
@@ -405,14 +409,14 @@ struct Session {
 }  // namespace
 
 int cmd_test(const Options& o) {
-  Session s(o, "testing");
+  Session s(o, "test", "testing");
   precompile_for_gpu(s.sel->cases, s.backend, o, s.con);
   const Records recs = test_cases(s.sel->cases, s.backend, o, s.env, s.con);
   return exit_status({&recs});
 }
 
 int cmd_bench(const Options& o) {
-  Session s(o, "timing");
+  Session s(o, "bench", "timing");
   std::optional<harness::Ceilings> ceilings;
   precompile_for_gpu(s.sel->cases, s.backend, o, s.con);
   const Records recs = bench_cases(s.sel->cases, s.backend, o, s.env, o.timing(), s.con, ceilings);
@@ -420,6 +424,7 @@ int cmd_bench(const Options& o) {
 }
 
 int cmd_inspect(const Options& o) {
+  check_device(o, "inspect");
   if (o.op.empty() || (o.workload.empty() && o.shapes.empty()))
     throw_arg_error(ErrorKind::kInvalidArgument, "inspect", "--op/--workload", "an op and a workload (or --shape)",
                     "op '" + o.op + "', workload '" + o.workload + "'");
@@ -499,8 +504,9 @@ void make_results_dirs(const fs::path& out) {
 
 int cmd_run(const Options& o) {
   const fs::path out = o.out;
+  check_device(o, "run");
   make_results_dirs(out);
-  auto env = harness::capture_env();
+  auto env = harness::capture_env(o.gpu());
   const DeviceType backend = env.has_gpu ? DeviceType::kCUDA : DeviceType::kCPU;
   harness::Selection s = o.selection();
   auto sel = select(o, s);
@@ -519,7 +525,7 @@ int cmd_run(const Options& o) {
   Records all_compile, all_test, all_bench;
   std::optional<harness::Ceilings> ceilings;
   const std::string arch =
-      env.has_gpu && o.arch.empty() ? rt::device_info(0).arch() : (o.arch.empty() ? "sm_90a" : o.arch);
+      env.has_gpu && o.arch.empty() ? rt::device_info(o.gpu()).arch() : (o.arch.empty() ? "sm_90a" : o.arch);
   for (auto& [op, cases] : by_op) {
     Console con;
     con.file.open(out / "logs" / "raw" / (op + ".log"));

@@ -10,6 +10,7 @@
 #include "tilecraft/harness/random_shapes.h"
 #include "tilecraft/harness/report.h"
 #include "tilecraft/jit/embedded_sources.h"
+#include "tilecraft/runtime/driver.h"
 
 namespace tilecraft::cli {
 
@@ -92,6 +93,7 @@ harness::RunOptions Options::run_options(bool checked) const {
   r.compile = jit::CompileOptions::parse(compile_options);
   if (!r.compile.kernel_dir.empty()) check_kernel_dir(r.compile.kernel_dir, "options", "--options");
   r.config = parse_config(config, "--config");
+  r.device = gpu();
   return r;
 }
 
@@ -140,6 +142,29 @@ void add_filter_flags(CLI::App* app, Options& o) {
                 "Each --random draw also takes 1-3 random kernel config overrides (config=k=N;... in its --shape): "
                 "it must pass its golden under them or be refused naming the key");
   app->add_option("--seed", o.seed, "Base seed (each case derives its own, recorded)");
+}
+
+void check_device(const Options& o, const char* cmd) {
+  if (o.device < 0) return;
+  TC_CHECK_ARG(o.backend != "cpu", cmd, "--device", "no --device beside --backend cpu (it names a GPU)",
+               fmt::format("--device {} with --backend cpu", o.device));
+  if (!rt::driver_available())
+    throw Error(ErrorKind::kNoDevice, fmt::format("{}: argument '--device': expected a CUDA device, got {}, but no GPU is "
+                                                  "usable: {}",
+                                                  cmd, o.device, rt::driver_unavailable_reason()));
+  const int n = rt::device_count();
+  TC_CHECK_ARG(o.device < n, cmd, "--device",
+               fmt::format("a CUDA device ordinal below {} (this process sees {} GPU{}; CUDA_VISIBLE_DEVICES renumbers "
+                           "them)",
+                           n, n, n == 1 ? "" : "s"),
+               std::to_string(o.device));
+}
+
+void add_device_flag(CLI::App* app, Options& o) {
+  app->add_option("--device", o.device,
+                  "The GPU to work on, by CUDA ordinal (default 0): cases' tensors, streams, timing, ceilings and "
+                  "counters live there")
+      ->check(CLI::NonNegativeNumber);
 }
 
 void add_case_timeout_flag(CLI::App* app, Options& o) {

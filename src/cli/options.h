@@ -35,6 +35,7 @@ struct Options {
   std::string out = "results";
   std::string dump;     // inspect: source|ptx|sass|resources
   bool unchecked = false;
+  int device = -1;  // --device: the CUDA ordinal to work on; -1 = not given (device 0)
   double case_timeout = 0;  // test, bench, run: seconds one case may run before the process exits naming it (0: no limit)
 
   harness::Selection selection() const;
@@ -46,7 +47,14 @@ struct Options {
   // check_kernel_dir.)
   std::vector<harness::VsSide> vs_sides() const;
   harness::TimingSettings timing() const;
+  int gpu() const { return device < 0 ? 0 : device; }  // (check_device first)
 };
+
+// --device against this machine: with it given, a GPU must exist (else
+// Error(kNoDevice)), the ordinal must be one this process sees and the
+// backend must not be the CPU (else a usage error naming `cmd` and the flag).
+void check_device(const Options& o, const char* cmd);
+void add_device_flag(CLI::App* app, Options& o);
 
 // Another tree's kernel headers (--options kernels=DIR, bench --vs-kernels):
 // a directory whose parameter headers equal this build's, else an error

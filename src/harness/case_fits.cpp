@@ -16,11 +16,11 @@ namespace tilecraft::harness {
 
 double host_memory_bytes() { return double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE)); }
 
-void check_case_fits(const Case& c, DeviceType backend) {
+void check_case_fits(const Case& c, DeviceType backend, int device) {
   std::map<std::string, double> sym;
   for (const auto& [k, v] : c.workload->symbols) sym[k] = double(v);
   const bool gpu = backend == DeviceType::kCUDA && rt::driver_available();
-  const double limit = gpu ? double(rt::device_info(0).total_mem) : host_memory_bytes();
+  const double limit = gpu ? double(rt::device_info(device).total_mem) : host_memory_bytes();
   for (const auto* list : {&c.op->inputs, &c.op->outputs})
     for (const TensorSpec& t : *list) {
       double n = 1;

@@ -22,14 +22,17 @@ nlohmann::json Ceilings::to_json() const {
 namespace {
 fs::path cache_file(int device) {
   rt::DeviceInfo d = rt::device_info(device);
-  std::string name = d.name + "-" + std::to_string(d.sm_count) + "sm-drv" + std::to_string(d.driver_version);
+  // Per board (its PCI address), not per model: boards of one model differ by
+  // a few percent (docs/perf/fused_moe.md), and --device picks among them.
+  std::string name = d.name + "-" + std::to_string(d.sm_count) + "sm-drv" + std::to_string(d.driver_version) + "-pci" +
+                     d.pci_bus_id;
   for (char& c : name)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') c = '_';
   return fs::path(jit::cache_dir()) / "ceilings" / (name + ".json");
 }
 
 double stream_gbps(const char* fn, std::vector<std::string> targs, size_t bytes, bool copy, int device) {
-  rt::Stream stream;
+  rt::Stream stream(device);
   DeviceTensor src(DType::kI32, {int64_t(bytes / 4)}, device), sink(DType::kI32, {4}, device);
   src.fill_bytes(0x3c);
   DeviceTensor dst;
@@ -46,7 +49,7 @@ double stream_gbps(const char* fn, std::vector<std::string> targs, size_t bytes,
   return double(copy ? 2 * bytes : bytes) / (t.median * 1e-3) / 1e9;
 }
 double memcpy_gbps(size_t bytes, int device) {
-  rt::Stream stream;
+  rt::Stream stream(device);
   DeviceTensor src(DType::kI32, {int64_t(bytes / 4)}, device), dst(DType::kI32, {int64_t(bytes / 4)}, device);
   src.fill_bytes(0x3c);
   TimingSettings s;
@@ -64,7 +67,7 @@ double memcpy_gbps(size_t bytes, int device) {
 }  // namespace
 
 double empty_launch_us(int device, const TimingSettings& s, L2Flusher* flusher) {
-  rt::Stream stream;
+  rt::Stream stream(device);
   jit::KernelSpec spec{"harness/bandwidth.cuh", "tc::harness::empty_kernel", {}, "empty"};
   const auto& k = jit::get_kernel(spec, device);
   tc::harness::StreamParams p{};
@@ -76,7 +79,7 @@ double same_size_copy_us(double bytes, int device, const TimingSettings& s, L2Fl
   DeviceTensor src(DType::kI32, {int64_t(words * 4)}, device), dst(DType::kI32, {int64_t(words * 4)}, device),
       sink(DType::kI32, {4}, device);
   src.fill_bytes(0x3c);
-  rt::Stream stream;
+  rt::Stream stream(device);
   jit::KernelSpec spec{"harness/bandwidth.cuh", "tc::harness::copy_kernel", {"4"}, "copy"};
   const auto& k = jit::get_kernel(spec, device);
   tc::harness::StreamParams p{src.data(), dst.data(), words, static_cast<unsigned*>(sink.data())};

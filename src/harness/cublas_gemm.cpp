@@ -53,7 +53,7 @@ double cublas_gemm_tflops(int device, int n, std::string& note) {
   static Cublas cb = load_cublas(note);
   if (!cb.ok) return 0;
   rt::ensure_context(device);
-  rt::Stream stream;
+  rt::Stream stream(device);
   DeviceTensor a(DType::kBF16, {n, n}, device), b(DType::kBF16, {n, n}, device), c(DType::kBF16, {n, n}, device);
   // Random data: a product of zeros runs measurably faster than real data.
   fill_uniform_device(a.view(), 1, 1, -1.f, 1.f, stream.get());

@@ -18,11 +18,11 @@ struct Loop {
 
 // `calls` rounds of (flush unless hot, then fn if given), between two
 // counter readings; synchronised at the end.
-Loop run_loop(const std::function<void(CUstream)>* fn, CUstream stream, const TimingSettings& t, L2Flusher* flusher,
+Loop run_loop(const std::function<void(CUstream)>* fn, int device, CUstream stream, const TimingSettings& t, L2Flusher* flusher,
               int64_t calls, std::string& why) {
   Loop l;
   rt::Event e0, e1;
-  const std::optional<GpuCounters> a = read_gpu_counters(0, &why);
+  const std::optional<GpuCounters> a = read_gpu_counters(device, &why);
   e0.record(stream);
   for (int64_t i = 0; i < calls; ++i) {
     if (!t.hot && flusher) flusher->flush(stream, t.flush);
@@ -30,7 +30,7 @@ Loop run_loop(const std::function<void(CUstream)>* fn, CUstream stream, const Ti
   }
   e1.record(stream);
   l.gpu_ms = double(e1.elapsed_ms_since(e0));  // synchronises
-  const std::optional<GpuCounters> b = a ? read_gpu_counters(0, &why) : std::nullopt;
+  const std::optional<GpuCounters> b = a ? read_gpu_counters(device, &why) : std::nullopt;
   if (b) l.d = gpu_state_delta(*a, *b);
   return l;
 }
@@ -39,7 +39,7 @@ std::optional<double> joules(const Loop& l) { return l.d ? l.d->energy_j : std::
 
 }  // namespace
 
-nlohmann::json energy_per_call(const std::function<void(CUstream)>& fn, CUstream stream, const TimingSettings& timing,
+nlohmann::json energy_per_call(const std::function<void(CUstream)>& fn, int device, CUstream stream, const TimingSettings& timing,
                                L2Flusher* flusher, double ms_per_call, double min_ms) {
   std::string why;
   // The flushes alone: a short probe sizes both loops (each call runs after
@@ -47,17 +47,17 @@ nlohmann::json energy_per_call(const std::function<void(CUstream)>& fn, CUstream
   // read the counter's steps); their energy per flush, times the calls, is
   // taken off the scope's loop.
   const bool flushed = !timing.hot && flusher;
-  const double probe_ms = flushed ? run_loop(nullptr, stream, timing, flusher, 16, why).gpu_ms / 16 : 0.0;
+  const double probe_ms = flushed ? run_loop(nullptr, device, stream, timing, flusher, 16, why).gpu_ms / 16 : 0.0;
   const auto loop_calls = [&](double ms_each) {
     return std::clamp<int64_t>(int64_t(std::ceil(min_ms / std::max(ms_each, 1e-3))), 1, int64_t(10'000'000));
   };
   const int64_t calls = loop_calls(ms_per_call + probe_ms);
-  const Loop run = run_loop(&fn, stream, timing, flusher, calls, why);
+  const Loop run = run_loop(&fn, device, stream, timing, flusher, calls, why);
   double flush_ms = 0;
   std::optional<double> e_flush = 0.0;
   if (flushed) {
     const int64_t flushes = loop_calls(probe_ms);
-    const Loop flush = run_loop(nullptr, stream, timing, flusher, flushes, why);
+    const Loop flush = run_loop(nullptr, device, stream, timing, flusher, flushes, why);
     flush_ms = flush.gpu_ms / double(flushes);
     e_flush = joules(flush);
     if (e_flush) *e_flush = *e_flush / double(flushes) * double(calls);

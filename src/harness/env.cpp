@@ -93,15 +93,20 @@ EnvInfo capture_env(int device) {
   j["smem_per_block_optin_kib"] = d.max_smem_per_block_optin / 1024;
   j["warp_size"] = d.warp_size;
   j["driver_version"] = fmt::format("{}.{}", d.driver_version / 1000, (d.driver_version % 1000) / 10);
-  std::string smi = run_capture(
-      "nvidia-smi --query-gpu=driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv,noheader 2>/dev/null | head -1");
+  j["pci_bus_id"] = d.pci_bus_id;
+  j["gpus_visible"] = rt::device_count();
+  // nvidia-smi asked about this GPU by its PCI address (its numbering may
+  // differ from CUDA's).
+  const std::string smi_gpu = "nvidia-smi -i " + d.pci_bus_id + " ";
+  std::string smi = run_capture(smi_gpu +
+      "--query-gpu=driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv,noheader 2>/dev/null | head -1");
   if (!smi.empty()) j["nvidia_smi"] = smi;
   // The power cap in force against the board's default and most: compute-
   // bound kernels on the H200 spend most of their timing held back by power
   // (docs/perf/fused_moe.md, session 33). Its own query, so that a field an
   // older nvidia-smi lacks loses this line only.
-  std::string power = run_capture(
-      "nvidia-smi --query-gpu=power.limit,power.default_limit,power.max_limit --format=csv,noheader 2>/dev/null | "
+  std::string power = run_capture(smi_gpu +
+      "--query-gpu=power.limit,power.default_limit,power.max_limit --format=csv,noheader 2>/dev/null | "
       "head -1");
   if (!power.empty()) j["nvidia_smi_power_limits"] = power;
   return e;

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <mutex>
 
+#include "tilecraft/runtime/device.h"
 #include "tilecraft/runtime/driver.h"
 
 namespace tilecraft::harness {
@@ -79,17 +80,11 @@ bool nvml_device(int ordinal, NvmlDevice* dev, std::string& why) {
     why = "no CUDA driver";
     return false;
   }
-  const rt::DriverApi& d = rt::driver();
-  CUdevice cu = 0;
-  int domain = 0, bus = 0, slot = 0;
-  if (d.cuDeviceGet(&cu, ordinal) != CUDA_SUCCESS ||
-      d.cuDeviceGetAttribute(&domain, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, cu) != CUDA_SUCCESS ||
-      d.cuDeviceGetAttribute(&bus, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, cu) != CUDA_SUCCESS ||
-      d.cuDeviceGetAttribute(&slot, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, cu) != CUDA_SUCCESS) {
-    why = fmt::format("CUDA device {}: no PCI address", ordinal);
+  if (ordinal < 0 || ordinal >= rt::device_count()) {
+    why = fmt::format("no CUDA device {}", ordinal);
     return false;
   }
-  const std::string pci = fmt::format("{:08x}:{:02x}:{:02x}.0", domain, bus, slot);
+  const std::string pci = rt::device_info(ordinal).pci_bus_id;
   if (int rc = nvml().by_pci(pci.c_str(), dev); rc != 0) {
     why = fmt::format("NVML has no device at {} ({})", pci, rc);
     return false;

@@ -374,10 +374,10 @@ void record_error(nlohmann::json& r, const Error& e) {
 // Sizes and generates the case's inputs into `d`; where that is refused (a
 // tensor that cannot exist, a workload parameter the op does not take) the
 // case's record says so instead, so a run of many cases goes on past it.
-std::optional<nlohmann::json> generate_or_refuse(const OpAdapter& a, const Case& c, DeviceType backend,
+std::optional<nlohmann::json> generate_or_refuse(const OpAdapter& a, const Case& c, DeviceType backend, int device,
                                                  const EnvInfo& env, CaseData& d) {
   try {
-    check_case_fits(c, backend);
+    check_case_fits(c, backend, device);
     d = a.generate(c);
     return std::nullopt;
   } catch (const Error& e) {
@@ -392,7 +392,7 @@ nlohmann::json run_correctness(const Case& c, DeviceType backend, const RunOptio
   const OpAdapter& a = adapter_for(c.op->name);
   auto t0 = std::chrono::steady_clock::now();
   CaseData d;
-  if (auto refused = generate_or_refuse(a, c, backend, env, d)) return *refused;
+  if (auto refused = generate_or_refuse(a, c, backend, given.device, env, d)) return *refused;
   nlohmann::json r = base_record(c, backend, d, env);
   r["golden"] = "cpu reference (" + c.op->tolerance.mode + ")";
   r["checked_mode"] = given.checked;
@@ -403,8 +403,8 @@ nlohmann::json run_correctness(const Case& c, DeviceType backend, const RunOptio
     a.golden(d, want.views);
     std::map<std::string, HostTensor> got;
     if (backend == DeviceType::kCUDA) {
-      DeviceCase dc(d, 0);
-      rt::Stream stream;
+      DeviceCase dc(d, o.device);
+      rt::Stream stream(o.device);
       a.run(d, dc.in, dc.out, backend, stream.get(), o);
       stream.sync();
       got = dc.download();
@@ -449,7 +449,7 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& gi
                          const EnvInfo& env) {
   const OpAdapter& a = adapter_for(c.op->name);
   CaseData d;
-  if (auto refused = generate_or_refuse(a, c, backend, env, d)) return *refused;
+  if (auto refused = generate_or_refuse(a, c, backend, given.device, env, d)) return *refused;
   nlohmann::json r = base_record(c, backend, d, env);
   r["scope"] = a.main_scope();
   r["flush"] = ctx.timing.hot ? "none (hot)" : ctx.timing.flush;
@@ -471,8 +471,8 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& gi
     std::map<std::string, HostTensor> got;
     if (backend == DeviceType::kCUDA) {
       r["config"] = config_of(c, o);
-      DeviceCase dc(d, 0);
-      rt::Stream stream;
+      DeviceCase dc(d, o.device);
+      rt::Stream stream(o.device);
       auto fn = [&](CUstream s) { a.run(d, dc.in, dc.out, backend, s, o); };
       // The main line and its scopes (stages, baselines) are timed in rounds,
       // one call of each per repeat, so they share one clock and thermal
@@ -524,9 +524,9 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& gi
       // The clock and power policy's record over the timed rounds (NVML
       // counters before and after; nothing sampled while they run).
       std::string no_state;
-      const std::optional<GpuCounters> before = read_gpu_counters(0, &no_state);
+      const std::optional<GpuCounters> before = read_gpu_counters(o.device, &no_state);
       const InterleavedTimings it = time_cuda_interleaved(fns, stream.get(), ctx.timing, ctx.flusher);
-      const std::optional<GpuCounters> after = before ? read_gpu_counters(0, &no_state) : std::nullopt;
+      const std::optional<GpuCounters> after = before ? read_gpu_counters(o.device, &no_state) : std::nullopt;
       r["gpu_state"] = before && after ? gpu_state_delta(*before, *after).to_json()
                                        : nlohmann::json{{"unavailable", no_state}};
       t = it.stats[0];
@@ -537,7 +537,8 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& gi
           if (k > 0 && !it.errors[k].empty()) continue;
           nlohmann::json e;
           try {
-            e = energy_per_call(fns[k], stream.get(), ctx.timing, ctx.flusher, it.stats[k].median, ctx.energy_ms);
+            e = energy_per_call(fns[k], o.device, stream.get(), ctx.timing, ctx.flusher, it.stats[k].median,
+                                ctx.energy_ms);
           } catch (const Error& ex) {  // a scope's failure is its own, as in the timing
             if (k == 0) throw;
             e = {{"unavailable", ex.what()}};
@@ -615,7 +616,7 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& gi
       r["empty_launch_us"] = launch_us;
       r["vs_empty_launch"] = t.median * 1e3 / launch_us;
       if (ctx.same_size_copy && bytes > 0) {
-        double copy_us = same_size_copy_us(bytes, 0, ctx.timing, ctx.flusher);
+        double copy_us = same_size_copy_us(bytes, given.device, ctx.timing, ctx.flusher);
         r["same_size_copy_us"] = copy_us;
         r["frac_same_size_copy"] = copy_us / (t.median * 1e3);
       }

@@ -47,12 +47,14 @@ DeviceInfo device_info(int ordinal) {
   info.mem_bus_bits = attr(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
   TC_CU(d.cuDeviceTotalMem(&info.total_mem, dev));
   TC_CU(d.cuDriverGetVersion(&info.driver_version));
+  info.pci_bus_id = fmt::format("{:08x}:{:02x}:{:02x}.0", attr(CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID),
+                                attr(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID), attr(CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID));
   cache[ordinal] = info;
   return info;
 }
 
-Stream::Stream() {
-  ensure_context();
+Stream::Stream(int device) {
+  ensure_context(device);
   TC_DRV(cuStreamCreate, &s_, CU_STREAM_NON_BLOCKING);
 }
 Stream::~Stream() {
@@ -61,7 +63,9 @@ Stream::~Stream() {
 void Stream::sync() const { TC_DRV(cuStreamSynchronize, s_); }
 
 Event::Event() {
-  ensure_context();
+  CUcontext current = nullptr;
+  TC_DRV(cuCtxGetCurrent, &current);
+  if (!current) ensure_context(0);
   TC_DRV(cuEventCreate, &e_, CU_EVENT_DEFAULT);
 }
 Event::~Event() {

@@ -22,7 +22,8 @@ constexpr double kMinEnergyMs = 1000;
 // time to run it for (>= kMinEnergyMs). JSON: calls, seconds, ms_per_call
 // (alone, flush taken off), joules_per_call, flush_joules_per_call,
 // avg_power_w, power_held_ms (of the loop), or "unavailable" saying why.
-nlohmann::json energy_per_call(const std::function<void(CUstream)>& fn, CUstream stream,
+// `device`: the GPU `stream` belongs to (whose counter is read).
+nlohmann::json energy_per_call(const std::function<void(CUstream)>& fn, int device, CUstream stream,
                                const TimingSettings& timing, L2Flusher* flusher, double ms_per_call, double min_ms);
 
 // One console line for a record's energy entry ("" for none).

@@ -66,6 +66,9 @@ struct RunOptions {
   // The compute capability (major) whose kernels `kernels()` lists: the
   // target of `compile` / `inspect --arch`; 0 = the GPU's, or 9 without one.
   int cc_major = 0;
+  // The GPU (CUDA ordinal) the harness runs cases on: their tensors, stream,
+  // timing and counters (--device). Ops run on their tensors' GPU.
+  int device = 0;
 };
 
 // `o` with the case's workload config (WorkloadSpec::config) added to its

@@ -31,8 +31,8 @@ std::vector<Case> select_cases(const Manifest& m, const Selection& s, std::deque
 // the case's tensors whose shape the workload's symbols give would not fit
 // the memory it lives in (the GPU's for CUDA cases, the host's otherwise)
 // or its element count would overflow. run_correctness and run_bench call it
-// before generating anything.
-void check_case_fits(const Case& c, DeviceType backend);
+// before generating anything; `device` is the GPU of CUDA cases.
+void check_case_fits(const Case& c, DeviceType backend, int device = 0);
 // This machine's physical memory in bytes (the host limit check_case_fits and
 // the adapters' own host-memory checks use).
 double host_memory_bytes();

@@ -22,6 +22,9 @@ struct DeviceInfo {
   int mem_bus_bits = 0;
   size_t total_mem = 0;
   int driver_version = 0;
+  // "dddddddd:bb:ss.0": how NVML and nvidia-smi -i name this GPU (they may
+  // number devices otherwise than CUDA does).
+  std::string pci_bus_id;
   std::string arch() const;  // "sm_90a" for Hopper (the arch-specific target), else sm_XY
 };
 
@@ -29,7 +32,9 @@ DeviceInfo device_info(int ordinal = 0);  // cached per ordinal
 
 class Stream {
  public:
-  Stream();  // non-blocking stream on the current context
+  // A non-blocking stream of GPU `device`, whose primary context this makes
+  // current on the calling thread (the harness then works in it).
+  explicit Stream(int device = 0);
   ~Stream();
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
@@ -42,6 +47,9 @@ class Stream {
 
 class Event {
  public:
+  // In the calling thread's current context (that of the stream it will be
+  // recorded on: the harness makes its GPU's current), or device 0's primary
+  // where the thread has none.
   Event();
   ~Event();
   Event(const Event&) = delete;
