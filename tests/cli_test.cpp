@@ -270,6 +270,7 @@ TEST(Cli, DeviceFlagIsChecked) {
     EXPECT_EQ(r.rc, 0) << r.out;
     EXPECT_NE(r.out.find("pci_bus_id"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("gpus_visible"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("\"0: "), std::string::npos) << r.out;  // the list of GPUs by ordinal
   } else {
     EXPECT_EQ(r.rc, 3) << r.out;
     EXPECT_NE(r.out.find("env: argument '--device'"), std::string::npos) << r.out;

@@ -94,7 +94,12 @@ EnvInfo capture_env(int device) {
   j["warp_size"] = d.warp_size;
   j["driver_version"] = fmt::format("{}.{}", d.driver_version / 1000, (d.driver_version % 1000) / 10);
   j["pci_bus_id"] = d.pci_bus_id;
+  // Every GPU this process sees, by CUDA ordinal (what --device takes).
   j["gpus_visible"] = rt::device_count();
+  for (int i = 0; i < rt::device_count(); ++i) {
+    const rt::DeviceInfo g = i == device ? d : rt::device_info(i);
+    j["gpus"].push_back(fmt::format("{}: {} ({}, {})", i, g.name, g.arch(), g.pci_bus_id));
+  }
   // nvidia-smi asked about this GPU by its PCI address (its numbering may
   // differ from CUDA's).
   const std::string smi_gpu = "nvidia-smi -i " + d.pci_bus_id + " ";
