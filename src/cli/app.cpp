@@ -21,22 +21,16 @@ int run_main(int argc, char** argv) {
   list->add_option("--op", o.op, "Only this op");
   list->add_option("--tag", o.tag, "Only workloads with this tag");
   auto* compile = app.add_subcommand("compile", "JIT-compile every kernel the selected workloads need");
-  cli::add_filter_flags(compile, o);
-  cli::add_device_flag(compile, o);
-  cli::add_compile_flags(compile, o);
+  cli::add_case_flags(compile, o);
   compile->add_option("--arch", o.arch, "Target arch (default: the GPU's, or sm_90a without one)");
   auto* test = app.add_subcommand("test", "Check correctness against the golden");
-  cli::add_filter_flags(test, o);
-  cli::add_device_flag(test, o);
-  cli::add_compile_flags(test, o);
+  cli::add_case_flags(test, o);
   cli::add_case_timeout_flag(test, o);
   test->add_option("--backend", o.backend, "cuda or cpu (default: cuda when a GPU is present)")
       ->check(CLI::IsMember({"cuda", "cpu"}));
   test->add_flag("--unchecked", o.unchecked, "Run without checked mode (index validation)");
   auto* bench = app.add_subcommand("bench", "Time the selected cases (benchmark protocol) with roofline columns");
-  cli::add_filter_flags(bench, o);
-  cli::add_device_flag(bench, o);
-  cli::add_compile_flags(bench, o);
+  cli::add_case_flags(bench, o);
   cli::add_timing_flags(bench, o);
   cli::add_case_timeout_flag(bench, o);
   bench->add_option("--scopes", o.scopes,
@@ -66,17 +60,13 @@ int run_main(int argc, char** argv) {
                     "each");
   bench->add_option("--backend", o.backend, "cuda or cpu")->check(CLI::IsMember({"cuda", "cpu"}));
   auto* run = app.add_subcommand("run", "Main job: env, compile, test and bench; writes logs and reports");
-  cli::add_filter_flags(run, o);
-  cli::add_device_flag(run, o);
-  cli::add_compile_flags(run, o);
+  cli::add_case_flags(run, o);
   cli::add_timing_flags(run, o);
   cli::add_case_timeout_flag(run, o);
   run->add_option("--out", o.out, "Results directory (default: results)");
   run->add_option("--arch", o.arch, "Compile target when no GPU is present (default sm_90a)");
   auto* inspect = app.add_subcommand("inspect", "Show a kernel's generated source, PTX, SASS or resources");
-  cli::add_filter_flags(inspect, o);
-  cli::add_device_flag(inspect, o);
-  cli::add_compile_flags(inspect, o);
+  cli::add_case_flags(inspect, o);
   inspect->add_option("--arch", o.arch, "Target arch (default: the GPU's, or sm_90a)");
   inspect->add_option("--dump", o.dump, "source|ptx|sass|resources")
       ->required()

@@ -183,6 +183,12 @@ void add_compile_flags(CLI::App* app, Options& o) {
   app->add_option("--config", o.config, "Kernel config override KEY=N (moe_reduce_fused: vec, items, block)");
 }
 
+void add_case_flags(CLI::App* app, Options& o) {
+  add_filter_flags(app, o);
+  add_device_flag(app, o);
+  add_compile_flags(app, o);
+}
+
 void add_timing_flags(CLI::App* app, Options& o) {
   app->add_option("--warmup", o.warmup, "Warmup iterations (at least)")->check(CLI::Range(0, 100000));
   app->add_option("--warmup-ms", o.warmup_ms,

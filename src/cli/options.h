@@ -64,6 +64,8 @@ void check_kernel_dir(const std::string& dir, const char* op, const char* flag);
 void add_manifest_flags(CLI::App* app, Options& o);
 void add_filter_flags(CLI::App* app, Options& o);
 void add_compile_flags(CLI::App* app, Options& o);
+// What every subcommand that works on cases takes: filters, --device, compile flags.
+void add_case_flags(CLI::App* app, Options& o);
 void add_timing_flags(CLI::App* app, Options& o);
 void add_case_timeout_flag(CLI::App* app, Options& o);  // test, bench, run
 
