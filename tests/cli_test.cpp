@@ -12,18 +12,8 @@
 #include "tilecraft/runtime/driver.h"
 
 namespace {
-struct Result {
-  int rc;
-  std::string out;
-};
-Result run(const std::string& args, const std::string& env = "") {
-  std::string cmd = env + (env.empty() ? "" : " ") + std::string(TILECRAFT_BINARY) + " " + args + " 2>&1";
-  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), int(buf.size()), p.get())) out += buf.data();
-  int status = pclose(p.release());
-  return {WEXITSTATUS(status), out};
+tilecraft::test::CommandResult run(const std::string& args, const std::string& env = "") {
+  return tilecraft::test::run_tilecraft(args, env);
 }
 // A copy of this build's kernel headers in a new temp dir named `name`; with
 // `edit_params`, moe/reduce_fused_params.cuh gains a line (a parameter

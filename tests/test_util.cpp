@@ -1,11 +1,15 @@
 #include "test_util.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <memory>
 
 #include "tilecraft/harness/precompile.h"
 #include "tilecraft/harness/runner.h"
@@ -18,6 +22,18 @@ std::string temp_dir(const std::string& name) {
   fs::remove_all(p);
   fs::create_directories(p);
   return p.string();
+}
+
+CommandResult run_tilecraft(const std::string& args, const std::string& env) {
+  const std::string cmd = env + (env.empty() ? "" : " ") + std::string(TILECRAFT_BINARY) + " " + args + " 2>&1";
+  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
+  CommandResult r;
+  std::array<char, 4096> buf{};
+  while (p && fgets(buf.data(), int(buf.size()), p.get())) r.out += buf.data();
+  const int status = p ? pclose(p.release()) : -1;
+  r.signaled = status != -1 && WIFSIGNALED(status);
+  r.rc = r.signaled ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+  return r;
 }
 
 namespace {

@@ -33,6 +33,14 @@
 
 namespace tilecraft::test {
 std::string temp_dir(const std::string& name);  // fresh, under the build tree
+// The tilecraft binary of this build run with `args` (a shell command line's
+// tail; `env`: assignments before it), stdout and stderr together.
+struct CommandResult {
+  int rc = -1;          // the exit status (128 + N where the shell saw signal N)
+  bool signaled = false;  // ended by a signal (a crash, not an exit)
+  std::string out;
+};
+CommandResult run_tilecraft(const std::string& args, const std::string& env = "");
 // Runs every case of `op` selected by `tag` ("" = its default tags) on
 // `backend` through the harness and expects each to pass; returns the count.
 int expect_manifest_cases_pass(const std::string& op, DeviceType backend, const std::string& tag = "");
