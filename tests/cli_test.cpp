@@ -1,11 +1,8 @@
 // The tilecraft command as a user runs it: exit codes and messages.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <memory>
 
 #include "test_util.h"
 #include "tilecraft/jit/embedded_sources.h"
