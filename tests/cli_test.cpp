@@ -86,6 +86,12 @@ TEST(Cli, UsageErrorsExit2NamingTheFlag) {
   EXPECT_NE(r.out.find("fastest"), std::string::npos) << r.out;
   r = run("compile --arch sm_9");
   EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("compile: argument '--arch'"), std::string::npos) << r.out;
+  for (const char* sub : {"inspect --op moe_reduce_fused --workload tiny --dump ptx", "run --op moe_reduce_fused"}) {
+    r = run(std::string(sub) + " --arch sm_1");  // before any work (run: before its results tree)
+    EXPECT_EQ(r.rc, 2) << sub << ": " << r.out;
+    EXPECT_NE(r.out.find(": argument '--arch'"), std::string::npos) << sub << ": " << r.out;
+  }
   // An --out that cannot be made: a usage error before any work (it was an
   // "internal error" once the first op's compiles were done).
   r = run("run --op moe_reduce_fused --out /proc/tilecraft_cannot_make_this");

@@ -61,9 +61,9 @@ DeviceType resolve_backend(const Options& o) {
   return rt::driver_available() ? DeviceType::kCUDA : DeviceType::kCPU;
 }
 
-std::string resolve_arch(const Options& o) {
+std::string resolve_arch(const Options& o, const char* cmd) {
   if (!o.arch.empty()) {
-    jit::check_arch(o.arch);
+    jit::check_arch(o.arch, cmd, "--arch");
     return o.arch;
   }
   return rt::driver_available() ? rt::device_info(o.gpu()).arch() : "sm_90a";
@@ -378,7 +378,7 @@ int cmd_compile(const Options& o) {
   check_device(o, "compile");
   auto sel = select(o, o.selection());
   Console con;
-  auto recs = compile_cases(sel->cases, o, resolve_arch(o), con);
+  auto recs = compile_cases(sel->cases, o, resolve_arch(o, "compile"), con);
   for (auto& r : recs)
     if (r["status"] != "ok") return 1;
   return 0;
@@ -430,7 +430,7 @@ int cmd_inspect(const Options& o) {
                     "op '" + o.op + "', workload '" + o.workload + "'");
   auto sel = select(o, o.selection());
   const Case& c = sel->cases.front();  // first variant unless --variant
-  const std::string arch = resolve_arch(o);
+  const std::string arch = resolve_arch(o, "inspect");
   harness::RunOptions ro = harness::with_workload_config(c, o.run_options(false));
   ro.cc_major = jit::arch_cc_major(arch);  // the kernels that arch's GPUs would run
   auto specs = harness::adapter_for(c.op->name).kernels(c, ro);
@@ -505,6 +505,7 @@ void make_results_dirs(const fs::path& out) {
 int cmd_run(const Options& o) {
   const fs::path out = o.out;
   check_device(o, "run");
+  if (!o.arch.empty()) jit::check_arch(o.arch, "run", "--arch");
   make_results_dirs(out);
   auto env = harness::capture_env(o.gpu());
   const DeviceType backend = env.has_gpu ? DeviceType::kCUDA : DeviceType::kCPU;

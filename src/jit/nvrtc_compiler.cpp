@@ -58,7 +58,7 @@ int number_before(const std::string& log, const std::string& suffix) {
 
 }  // namespace
 
-void check_arch(const std::string& arch) {
+void check_arch(const std::string& arch, const std::string& op, const std::string& arg) {
   // (sm|compute)_ then 2-3 digits then an optional 'a' or 'f'.
   size_t i = arch.rfind("sm_", 0) == 0 ? 3 : arch.rfind("compute_", 0) == 0 ? 8 : std::string::npos;
   size_t digits = 0;
@@ -68,7 +68,7 @@ void check_arch(const std::string& arch) {
   const bool ok = i != std::string::npos && digits >= 2 && digits <= 3 &&
                   (rest == 0 || (rest == 1 && (arch.back() == 'a' || arch.back() == 'f')));
   if (!ok)
-    throw_arg_error(ErrorKind::kInvalidArgument, "jit", "arch", "sm_XY[a] or compute_XY[a], e.g. sm_90a",
+    throw_arg_error(ErrorKind::kInvalidArgument, op, arg, "sm_XY[a] or compute_XY[a], e.g. sm_90a",
                     "'" + arch + "'");
   // A well-formed number this NVRTC does not compile for (sm_12a for
   // sm_120a) is the user's typo, not a compiler failure.
@@ -87,7 +87,7 @@ void check_arch(const std::string& arch) {
   if (std::find(archs.begin(), archs.end(), cc) != archs.end()) return;
   std::string list;
   for (int a : archs) list += (list.empty() ? "" : ", ") + std::to_string(a);
-  throw_arg_error(ErrorKind::kInvalidArgument, "jit", "arch",
+  throw_arg_error(ErrorKind::kInvalidArgument, op, arg,
                   fmt::format("a compute capability NVRTC {} compiles for ({}), e.g. sm_90a", nvrtc_version(), list),
                   "'" + arch + "'");
 }

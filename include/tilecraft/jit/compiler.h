@@ -33,8 +33,9 @@ struct CompileOutput {
 
 std::string cuda_home();           // $CUDA_HOME, else the toolkit found at build time
 std::string nvrtc_version();       // "13.0"
-// Validates "sm_90a", "sm_80", "compute_90a"; throws naming the arg otherwise.
-void check_arch(const std::string& arch);
+// Validates "sm_90a", "sm_80", "compute_90a"; throws naming `op` and `arg`
+// otherwise (the CLI passes its command and "--arch").
+void check_arch(const std::string& arch, const std::string& op = "jit", const std::string& arg = "arch");
 // The compute capability's major number of a target arch (sm_90a -> 9,
 // compute_80 -> 8, sm_100 -> 10); an invalid arch is check_arch's error.
 int arch_cc_major(const std::string& arch);
