@@ -287,7 +287,13 @@ NB_MODULE(_C, m) {
         nb::arg("workspace").none(), nb::arg("config"), nb::arg("stream"));
   m.def("mapping_rows", &ops::moe_fused_mapping_rows, nb::arg("T"), nb::arg("K"), nb::arg("E"), nb::arg("block_m"));
   m.def("grouped_gemm_block_m", &ops::moe_grouped_gemm_block_m, nb::arg("rows_per_expert"), nb::arg("wgmma") = false);
-  m.def("env_json", [] { return harness::capture_env().j.dump(); });
+  m.def(
+      "env_json",
+      [](std::optional<int> device) {
+        if (device) rt::check_ordinal(*device, "env", "device");
+        return harness::capture_env(device.value_or(0)).j.dump();
+      },
+      nb::arg("device").none() = nb::none());
   m.def("compile", &compile, nb::arg("op"), nb::arg("shapes"), nb::arg("workload"), nb::arg("arch"),
         nb::arg("options"));
   m.def("run_cli", &run_cli, nb::arg("args"));

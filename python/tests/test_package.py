@@ -16,6 +16,21 @@ def test_env_reports_device_or_reason():
     assert e.get("gpu") or e.get("no_gpu_reason")
 
 
+def test_env_of_a_named_gpu_is_checked():
+    import pytest
+
+    with pytest.raises(TypeError, match="env: argument 'device'"):
+        tilecraft.env("0")
+    if tilecraft.env().get("gpu"):
+        e = tilecraft.env(0)
+        assert e["device_ordinal"] == 0 and e["pci_bus_id"] and e["gpus"][0].startswith("0: ")
+        with pytest.raises(ValueError, match="env: argument 'device': expected a CUDA device ordinal from 0 to"):
+            tilecraft.env(e["gpus_visible"])
+    else:  # a GPU was named and none is usable
+        with pytest.raises(RuntimeError, match="env: argument 'device'.*no GPU is usable"):
+            tilecraft.env(0)
+
+
 def test_stubs_and_typed_marker_ship_with_the_package():
     root = os.path.dirname(tilecraft.__file__)
     assert os.path.isfile(os.path.join(root, "_C.pyi"))

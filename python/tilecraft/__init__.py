@@ -39,10 +39,14 @@ __all__ = [
 ]
 
 
-def env() -> dict:
+def env(device: int | None = None) -> dict:
     """The machine as `tilecraft env` reports it (GPU or the reason there is none,
-    driver, CUDA and NVRTC versions, build, commit)."""
-    return _json.loads(_C.env_json())
+    driver, CUDA and NVRTC versions, build, commit, every GPU by CUDA ordinal).
+    `device` names the GPU to describe (default 0); a GPU this process does not
+    see raises ValueError, and any `device` where no GPU is usable RuntimeError."""
+    if device is not None and (isinstance(device, bool) or not isinstance(device, int)):
+        raise TypeError(f"env: argument 'device': expected an int (a CUDA ordinal) or None, got {type(device).__name__}")
+    return _json.loads(_C.env_json(device))
 
 
 def compile(op: str, shape: str | None = None, *, workload: str = "", arch: str = "",

@@ -148,16 +148,7 @@ void check_device(const Options& o, const char* cmd) {
   if (o.device < 0) return;
   TC_CHECK_ARG(o.backend != "cpu", cmd, "--device", "no --device beside --backend cpu (it names a GPU)",
                fmt::format("--device {} with --backend cpu", o.device));
-  if (!rt::driver_available())
-    throw Error(ErrorKind::kNoDevice, fmt::format("{}: argument '--device': expected a CUDA device, got {}, but no GPU is "
-                                                  "usable: {}",
-                                                  cmd, o.device, rt::driver_unavailable_reason()));
-  const int n = rt::device_count();
-  TC_CHECK_ARG(o.device < n, cmd, "--device",
-               fmt::format("a CUDA device ordinal below {} (this process sees {} GPU{}; CUDA_VISIBLE_DEVICES renumbers "
-                           "them)",
-                           n, n, n == 1 ? "" : "s"),
-               std::to_string(o.device));
+  rt::check_ordinal(o.device, cmd, "--device");
 }
 
 void add_device_flag(CLI::App* app, Options& o) {

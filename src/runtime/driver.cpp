@@ -76,6 +76,20 @@ int device_count() {
   return loaded().device_count;
 }
 
+void check_ordinal(int ordinal, const std::string& op, const std::string& arg) {
+  if (!driver_available())
+    throw Error(ErrorKind::kNoDevice, fmt::format("{}: argument '{}': expected a CUDA device, got {}, but no GPU is "
+                                                  "usable: {}",
+                                                  op, arg, ordinal, driver_unavailable_reason()));
+  const int n = device_count();
+  if (ordinal < 0 || ordinal >= n)
+    throw_arg_error(ErrorKind::kInvalidArgument, op, arg,
+                    fmt::format("a CUDA device ordinal from 0 to {} (this process sees {} GPU{}; "
+                                "CUDA_VISIBLE_DEVICES renumbers them)",
+                                n - 1, n, n == 1 ? "" : "s"),
+                    std::to_string(ordinal));
+}
+
 namespace {
 CUcontext primary_context(int ordinal) {
   // Retained once per device and never released: the primary context is

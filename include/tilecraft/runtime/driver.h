@@ -29,6 +29,10 @@ const DriverApi& driver();
 void ensure_context(int ordinal = 0);
 // CUDA devices visible to this process (counted once, when the driver loads).
 int device_count();
+// A GPU a user named (`op`'s argument `arg`, e.g. the CLI's --device):
+// Error(kNoDevice) with the driver's reason where no GPU is usable, a usage
+// error naming `op` and `arg` where this process sees no such ordinal.
+void check_ordinal(int ordinal, const std::string& op, const std::string& arg);
 
 // Makes device `ordinal`'s primary context current for a scope and gives the
 // caller's context back at its end, as a library call should: an op on
