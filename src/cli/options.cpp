@@ -155,7 +155,7 @@ void add_device_flag(CLI::App* app, Options& o) {
   app->add_option("--device", o.device,
                   "The GPU to work on, by CUDA ordinal (default 0): cases' tensors, streams, timing, ceilings and "
                   "counters live there")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 65535));  // (NonNegativeNumber would print the largest double as the bound)
 }
 
 void add_case_timeout_flag(CLI::App* app, Options& o) {
