@@ -84,6 +84,10 @@ TEST(Cli, UsageErrorsExit2NamingTheFlag) {
   r = run("compile --options fastest");
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("fastest"), std::string::npos) << r.out;
+  // A value the manifest reader cannot take is quoted back.
+  r = run("test --op moe_reduce_fused --shape 'T=99999999999999999999,K=2,H=8' --backend cpu");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("T: expected an integer, got '99999999999999999999'"), std::string::npos) << r.out;
   r = run("compile --arch sm_9");
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("compile: argument '--arch'"), std::string::npos) << r.out;

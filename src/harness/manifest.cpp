@@ -48,7 +48,8 @@ T as(const YAML::Node& n, const Ctx& c, const char* what) {
   try {
     return n.as<T>();
   } catch (const YAML::Exception&) {
-    c.fail(std::string("expected ") + what);
+    // The value as written, where it is a scalar (an out-of-range number, a word).
+    c.fail(std::string("expected ") + what + (n.IsScalar() ? ", got '" + n.Scalar() + "'" : ""));
   }
 }
 
