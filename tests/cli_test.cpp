@@ -274,6 +274,21 @@ TEST(Cli, DeviceFlagIsChecked) {
   }
 }
 
+// SASS needs a disassembler; without one on the search path inspect says so
+// and exits 4 (a tool the machine lacks), not 1 (a failure found).
+TEST(Cli, InspectSassWithoutADisassembler) {
+  const auto r = run("inspect --op moe_reduce_fused --workload tiny --dump sass",
+                     "PATH=/usr/bin:/bin CUDA_HOME=/nonexistent-cuda-home");
+  if (std::filesystem::exists("/usr/local/cuda/bin/cuobjdump") || std::filesystem::exists("/usr/bin/cuobjdump") ||
+      std::filesystem::exists("/usr/local/cuda/bin/nvdisasm") || std::filesystem::exists("/usr/bin/nvdisasm")) {
+    EXPECT_EQ(r.rc, 0) << r.out;  // found where it is always looked for
+  } else {
+    EXPECT_EQ(r.rc, 4) << r.out;
+    EXPECT_NE(r.out.find("inspect: argument '--dump': expected a disassembler for 'sass'"), std::string::npos)
+        << r.out;
+  }
+}
+
 TEST(Cli, TestAdHocShapeOnCpu) {
   auto r = run("test --op moe_reduce_fused --shape 'T=19,K=3,H=72,dtype=fp16,experts=8' --backend cpu");
   EXPECT_EQ(r.rc, 0) << r.out;

@@ -458,19 +458,19 @@ int cmd_inspect(const Options& o) {
                                k->resources.smem_static_bytes, k->resources.stack_frame_bytes, k->resources.cmem_bytes,
                                k->resources.code_bytes, k->resources.code_bytes / 16, k->compile_ms,
                                k->disk_hit ? "disk cache hit" : "compiled now");
-    } else {  // sass
-      auto k = jit::compile(spec, copts, arch);
+    } else {  // sass (the disassembler first: no compile where it cannot be shown)
       std::string tool = find_tool("cuobjdump");
       bool nvdisasm = false;
       if (tool.empty()) {
         tool = find_tool("nvdisasm");
         nvdisasm = true;
       }
-      if (tool.empty()) {
-        std::cout << "SASS unavailable: neither cuobjdump nor nvdisasm was found (looked in " << jit::cuda_home()
-                  << "/bin and PATH)\n";
-        return 1;
-      }
+      if (tool.empty())  // a tool this machine lacks: exit 4 (other errors), not a failure found
+        throw Error(ErrorKind::kInternal,
+                    fmt::format("inspect: argument '--dump': expected a disassembler for 'sass' (cuobjdump or "
+                                "nvdisasm), got none in {}/bin, /usr/local/cuda/bin or PATH",
+                                jit::cuda_home()));
+      auto k = jit::compile(spec, copts, arch);
       fs::path tmp = fs::temp_directory_path() / fmt::format("tilecraft_{}_{}.cubin", getpid(), k->key.substr(0, 12));
       std::ofstream(tmp, std::ios::binary).write(k->cubin.data(), std::streamsize(k->cubin.size()));
       std::string cmd = nvdisasm ? tool + " -c '" + tmp.string() + "'" : tool + " --dump-sass '" + tmp.string() + "'";
