@@ -131,6 +131,15 @@ TEST(GpuMoeReduceFused, GivesTheCallersContextBack) {
                   "'stream'", "a stream of cuda:0", "another GPU");
   EXPECT_EQ(current(), callers);
   TC_CU(d.cuStreamDestroy(theirs));
+  // Views that name a GPU this machine lacks (one past the last) are refused
+  // by name before any context or launch, and the caller's context stays.
+  ops::MoeReduceFusedArgs nowhere = p.args();
+  for (TensorView* t : {&nowhere.x, &nowhere.token_topk_to_pos, &nowhere.out}) t->device.index = rt::device_count();
+  for (auto* t : {&nowhere.topk_weights, &nowhere.x_sf, &nowhere.sf})
+    if (*t) (*t)->device.index = rt::device_count();
+  TC_EXPECT_ERROR(ops::moe_reduce_fused(nowhere, s.get()), ErrorKind::kInvalidArgument, "moe_reduce_fused",
+                  "'tensors'", "a GPU of this machine");
+  EXPECT_EQ(current(), callers);
   TC_CU(d.cuCtxDestroy(callers));
   rt::ensure_context(0);
   s.sync();
