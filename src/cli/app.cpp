@@ -44,7 +44,7 @@ int run_main(int argc, char** argv) {
                     "alone, back to back, flushed as timed, for at least this many ms of GPU time (0: off; at least "
                     "1000, the energy counter's steps), the flushes' own energy taken off; with the power the loop "
                     "drew and how long the power cap held the clock back")
-      ->check(CLI::Range(0.0, 600000.0));
+      ->check(in_range(0.0, 600000.0));
   bench->add_option("--vs-config", o.vs_config,
                     "A/B in one process: also time each case with these kernel config overrides (KEY=N[,KEY=N...], "
                     "applied over --config), one call of each line per round beside the first run's, so every side "

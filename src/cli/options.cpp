@@ -4,6 +4,9 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 
 #include "tilecraft/error.h"
@@ -144,6 +147,20 @@ void add_filter_flags(CLI::App* app, Options& o) {
   app->add_option("--seed", o.seed, "Base seed (each case derives its own, recorded)");
 }
 
+CLI::Validator in_range(double lo, double hi, bool integer) {
+  auto expected = fmt::format("{} from {} to {}", integer ? "an integer" : "a number", lo, hi);
+  return CLI::Validator(
+      [lo, hi, integer, expected](std::string& v) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        double x = integer ? static_cast<double>(std::strtoll(v.c_str(), &end, 10)) : std::strtod(v.c_str(), &end);
+        bool parsed = !v.empty() && end == v.c_str() + v.size() && errno == 0 && std::isfinite(x);
+        if (parsed && x >= lo && x <= hi) return {};
+        return fmt::format("expected {}, got '{}'", expected, v);
+      },
+      "[" + expected + "]");
+}
+
 void check_device(const Options& o, const char* cmd) {
   if (o.device < 0) return;
   TC_CHECK_ARG(o.backend != "cpu", cmd, "--device", "no --device beside --backend cpu (it names a GPU)",
@@ -155,14 +172,14 @@ void add_device_flag(CLI::App* app, Options& o) {
   app->add_option("--device", o.device,
                   "The GPU to work on, by CUDA ordinal (default 0): cases' tensors, streams, timing, ceilings and "
                   "counters live there")
-      ->check(CLI::Range(0, 65535));  // (NonNegativeNumber would print the largest double as the bound)
+      ->check(in_range(0, 65535, true));
 }
 
 void add_case_timeout_flag(CLI::App* app, Options& o) {
   app->add_option("--case-timeout", o.case_timeout,
                   "Seconds one case may run; past it the process prints TIMEOUT naming the case and exits 1 (a "
                   "kernel that never finishes cannot be recovered in-process); 0, the default: no limit")
-      ->check(CLI::Range(0.0, 1e6));
+      ->check(in_range(0.0, 1e6));
 }
 
 void add_compile_flags(CLI::App* app, Options& o) {
@@ -181,12 +198,12 @@ void add_case_flags(CLI::App* app, Options& o) {
 }
 
 void add_timing_flags(CLI::App* app, Options& o) {
-  app->add_option("--warmup", o.warmup, "Warmup iterations (at least)")->check(CLI::Range(0, 100000));
+  app->add_option("--warmup", o.warmup, "Warmup iterations (at least)")->check(in_range(0, 100000, true));
   app->add_option("--warmup-ms", o.warmup_ms,
                   "Warmup: go on past --warmup until this much GPU time has passed (default 25)")
-      ->check(CLI::Range(0.0, 60000.0));
-  app->add_option("--repeat", o.repeat, "Timed iterations per trial")->check(CLI::Range(1, 100000));
-  app->add_option("--trials", o.trials, "Trials")->check(CLI::Range(1, 1000));
+      ->check(in_range(0.0, 60000.0));
+  app->add_option("--repeat", o.repeat, "Timed iterations per trial")->check(in_range(1, 100000, true));
+  app->add_option("--trials", o.trials, "Trials")->check(in_range(1, 1000, true));
   app->add_flag("--hot", o.hot, "No L2 flush between iterations");
   app->add_option("--flush", o.flush,
                   "L2 flush mode: read (default: a read marked evict_last, so that earlier evict_last lines go too, then its lines set back to "

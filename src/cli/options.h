@@ -54,6 +54,12 @@ struct Options {
 // Error(kNoDevice)), the ordinal must be one this process sees and the
 // backend must not be the CPU (else a usage error naming `cmd` and the flag).
 void check_device(const Options& o, const char* cmd);
+// A numeric flag's bounds, checked with a message of this project's own wording
+// ("expected a number from LO to HI, got 'V'"; "an integer" with integer set,
+// which also refuses "2.5" before CLI11's own "Could not convert"): CLI::Range
+// words it differently in each CLI11 version, and the tests read it.
+CLI::Validator in_range(double lo, double hi, bool integer = false);
+
 void add_device_flag(CLI::App* app, Options& o);
 
 // Another tree's kernel headers (--options kernels=DIR, bench --vs-kernels):
