@@ -1,4 +1,4 @@
-# Session 50's sanitizer findings, followed up (one GPU, either card; ~8 min;
+# Session 50's sanitizer findings, followed up (one GPU, either card; ~9 min;
 # DEADLINE=N cuts it). Session 50 call 2 (H100) found:
 #  - racecheck: 16 "potential WAR hazards" in the warp-specialised GEMM's tile
 #    ring (consumer lanes 1-31 read a slot; lane 0 releases it after
@@ -11,6 +11,8 @@
 #    workspace, all real rows the down GEMM wrote (the test passed) by TMA
 #    tensor stores, which initcheck appears not to count as writes. Here: the
 #    same case with the down GEMM's TMA stores off must read clean.
+#  - memcheck had run on moe_reduce_fused only (session 49): here every
+#    other op's smoke workloads, first.
 #  - --tag large ran moe_reduce_fused only (6 of 8 variants pass, ~30 s each on the host golden);
 #    here the grouped GEMM and the layer.
 export O=$OUT; mkdir -p $O/l; export OUT=$O/l
@@ -30,6 +32,9 @@ KP=$PWD/.ab_kernels/tile_ring; rm -rf $KP; mkdir -p $KP; cp -r kernels $KP/
 (cd $KP && git apply $OLDPWD/docs/prepared/racecheck_clean_tile_ring.patch) && echo "patch applied" || echo "PATCH FAILED"
 export TILECRAFT_CACHE_DIR=$PWD/$B/s51_jit_cache
 CS="compute-sanitizer --error-exitcode 3 --print-limit 5"
+for op in fused_moe moe_grouped_gemm moe_topk_gate moe_fused_mapping; do  # memcheck had run on moe_reduce_fused only
+  run mem_$op $(cap 60) $CS --tool memcheck $B/tilecraft test --op $op --tag smoke --case-timeout 40
+done
 W=fused-gate-up
 run init_default $(cap 40) $CS --tool initcheck $B/tilecraft test --op fused_moe --workload $W
 run init_no_tma_store $(cap 40) $CS --tool initcheck $B/tilecraft test --op fused_moe --workload $W --config down_tma_store=0
