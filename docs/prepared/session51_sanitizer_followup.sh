@@ -40,6 +40,10 @@ run init_default $(cap 40) $CS --tool initcheck $B/tilecraft test --op fused_moe
 run init_no_tma_store $(cap 40) $CS --tool initcheck $B/tilecraft test --op fused_moe --workload $W --config down_tma_store=0
 run race_main $(cap 60) $CS --tool racecheck --racecheck-report hazard $B/tilecraft test --op fused_moe --tag smoke
 run race_patched $(cap 60) $CS --tool racecheck --racecheck-report hazard $B/tilecraft test --op fused_moe --tag smoke --options release,kernels=$KP/kernels
+# CTA pairs (their ring slots are written into both CTAs): racecheck on main and on the patch
+PAIRS="--op fused_moe --workload qwen-like-skewed --config gate_up_cluster=2,down_cluster=2"
+run race_main_pairs $(cap 40) $CS --tool racecheck --racecheck-report hazard $B/tilecraft test $PAIRS
+run race_patched_pairs $(cap 40) $CS --tool racecheck --racecheck-report hazard $B/tilecraft test $PAIRS --options release,kernels=$KP/kernels
 run test_patched_layer $(cap 60) $B/tilecraft test --op fused_moe --tag smoke --options release,kernels=$KP/kernels
 run test_patched_gemm $(cap 60) $B/tilecraft test --op moe_grouped_gemm --tag smoke --options release,kernels=$KP/kernels
 run fuzz_patched $(cap 60) $B/tilecraft test --op fused_moe --random 30 --random-config --seed 22 --case-timeout 30 --options release,kernels=$KP/kernels
