@@ -451,7 +451,8 @@ TEST(Cli, CaseTimeoutNamesTheCase) {
   auto r = run("test " + big + " --case-timeout 0.2");
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_NE(r.out.find("TIMEOUT moe_reduce_fused/Base/shape:T=3522,"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("--case-timeout 0.2 s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("on the CPU backend after --case-timeout 0.2 s"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("GPU context"), std::string::npos) << r.out;  // the GPU wording is not the CPU one
   r = run("test --op moe_reduce_fused --variant Base --backend cpu --shape 'T=5,K=2,H=64,dtype=bf16' --case-timeout 60");
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_EQ(run("test --op moe_reduce_fused --case-timeout -1 --backend cpu").rc, 2);

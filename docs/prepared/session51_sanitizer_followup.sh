@@ -15,44 +15,33 @@
 #    other op's smoke workloads, first.
 #  - --tag large ran moe_reduce_fused only (6 of 8 variants pass, ~30 s each on the host golden);
 #    here the grouped GEMM and the layer.
-export O=$OUT; mkdir -p $O/l; export OUT=$O/l
-B=build-werror
-D=${DEADLINE:-560}
-cap() { local l=$((D - SECONDS)); echo $(( $1 < l ? $1 : l )); }
-nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
-t0=$SECONDS
-if [ -d $B ]; then cmake --build $B -j16 > $OUT/make_build.log 2>&1; else make build BUILD_DIR=$B > $OUT/make_build.log 2>&1; fi
-echo "build rc=$? in $((SECONDS - t0))s; warnings: $(grep -c 'warning:' $OUT/make_build.log)"
-run() {  # name, timeout, args...
-  local n=$1 t=$2; shift 2; local t0=$SECONDS
-  [ $t -lt 10 ] && { echo "$n: skipped (no time left)"; return; }
-  timeout $t "$@" > $OUT/$n.log 2>&1; echo "$n rc=$? in $((SECONDS - t0))s: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $OUT/$n.log | tail -1) | $(grep -E 'passed|FAIL|WRONG' $OUT/$n.log | tail -1 | cut -c1-120)"
-}
+. scripts/device_steps.sh
+build_tree
 KP=$PWD/.ab_kernels/tile_ring; rm -rf $KP; mkdir -p $KP; cp -r kernels $KP/
 (cd $KP && git apply $OLDPWD/docs/prepared/racecheck_clean_tile_ring.patch) && echo "patch applied" || echo "PATCH FAILED"
 export TILECRAFT_CACHE_DIR=$PWD/$B/s51_jit_cache
 CS="compute-sanitizer --error-exitcode 3 --print-limit 5"
 for op in fused_moe moe_grouped_gemm moe_topk_gate moe_fused_mapping; do  # memcheck had run on moe_reduce_fused only
-  run mem_$op $(cap 60) $CS --tool memcheck $B/tilecraft test --op $op --tag smoke --case-timeout 40
+  run mem_$op 60 $CS --tool memcheck $B/tilecraft test --op $op --tag smoke --case-timeout 40
 done
 W=fused-gate-up
-run init_default $(cap 40) $CS --tool initcheck $B/tilecraft test --op fused_moe --workload $W
-run init_no_tma_store $(cap 40) $CS --tool initcheck $B/tilecraft test --op fused_moe --workload $W --config down_tma_store=0
-run race_main $(cap 60) $CS --tool racecheck --racecheck-report hazard $B/tilecraft test --op fused_moe --tag smoke
-run race_patched $(cap 60) $CS --tool racecheck --racecheck-report hazard $B/tilecraft test --op fused_moe --tag smoke --options release,kernels=$KP/kernels
+run init_default 40 $CS --tool initcheck $B/tilecraft test --op fused_moe --workload $W
+run init_no_tma_store 40 $CS --tool initcheck $B/tilecraft test --op fused_moe --workload $W --config down_tma_store=0
+run race_main 60 $CS --tool racecheck --racecheck-report hazard $B/tilecraft test --op fused_moe --tag smoke
+run race_patched 60 $CS --tool racecheck --racecheck-report hazard $B/tilecraft test --op fused_moe --tag smoke --options release,kernels=$KP/kernels
 # CTA pairs (their ring slots are written into both CTAs): racecheck on main and on the patch
 PAIRS="--op fused_moe --workload qwen-like-skewed --config gate_up_cluster=2,down_cluster=2"
-run race_main_pairs $(cap 40) $CS --tool racecheck --racecheck-report hazard $B/tilecraft test $PAIRS
-run race_patched_pairs $(cap 40) $CS --tool racecheck --racecheck-report hazard $B/tilecraft test $PAIRS --options release,kernels=$KP/kernels
-run test_patched_layer $(cap 60) $B/tilecraft test --op fused_moe --tag smoke --options release,kernels=$KP/kernels
-run test_patched_gemm $(cap 60) $B/tilecraft test --op moe_grouped_gemm --tag smoke --options release,kernels=$KP/kernels
-run fuzz_patched $(cap 60) $B/tilecraft test --op fused_moe --random 30 --random-config --seed 22 --case-timeout 30 --options release,kernels=$KP/kernels
-run test_patched_pairs $(cap 40) $B/tilecraft test --op fused_moe --workload deepseek-v3-T4096 --options release,kernels=$KP/kernels
+run race_main_pairs 40 $CS --tool racecheck --racecheck-report hazard $B/tilecraft test $PAIRS
+run race_patched_pairs 40 $CS --tool racecheck --racecheck-report hazard $B/tilecraft test $PAIRS --options release,kernels=$KP/kernels
+run test_patched_layer 60 $B/tilecraft test --op fused_moe --tag smoke --options release,kernels=$KP/kernels
+run test_patched_gemm 60 $B/tilecraft test --op moe_grouped_gemm --tag smoke --options release,kernels=$KP/kernels
+run fuzz_patched 60 $B/tilecraft test --op fused_moe --random 30 --random-config --seed 22 --case-timeout 30 --options release,kernels=$KP/kernels
+run test_patched_pairs 40 $B/tilecraft test --op fused_moe --workload deepseek-v3-T4096 --options release,kernels=$KP/kernels
 vs() {  # name workload: main against the patch, one process
-  run vs_$1 $(cap 90) $B/tilecraft bench --op fused_moe --workload $2 --warmup 2 --repeat 10 --scopes gate_up,down,experts --vs-kernels $KP/kernels
+  run vs_$1 90 $B/tilecraft bench --op fused_moe --workload $2 --warmup 2 --repeat 10 --scopes gate_up,down,experts --vs-kernels $KP/kernels
   grep -E "^    [a-z_@]+ +median" $OUT/vs_$1.log | sed -E 's/ +\(.*//' | cut -c1-150
 }
 vs race2 race-performance-2; vs qwen qwen3-30b-a3b-T4096; vs dsv3 deepseek-v3-T4096
-run large_gemm $(cap 120) $B/tilecraft test --op moe_grouped_gemm --tag large --case-timeout 100
-run large_layer $(cap 90) $B/tilecraft test --op fused_moe --tag large --case-timeout 80
-cd $O && tar czf logs.tgz l
+run large_gemm 120 $B/tilecraft test --op moe_grouped_gemm --tag large --case-timeout 100
+run large_layer 90 $B/tilecraft test --op fused_moe --tag large --case-timeout 80
+pack_logs

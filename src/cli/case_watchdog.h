@@ -13,8 +13,10 @@ namespace tilecraft::cli {
 
 class CaseWatchdog {
  public:
-  // seconds <= 0: no watchdog. `what` names the case in the message.
-  CaseWatchdog(double seconds, std::string what);
+  // seconds <= 0: no watchdog. `what` names the case in the message; `gpu`:
+  // the case runs on the CUDA backend (else the CPU's, whose model-sized
+  // cases can take minutes: the message says so instead of blaming a kernel).
+  CaseWatchdog(double seconds, std::string what, bool gpu);
   ~CaseWatchdog();
   CaseWatchdog(const CaseWatchdog&) = delete;
   CaseWatchdog& operator=(const CaseWatchdog&) = delete;

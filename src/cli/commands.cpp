@@ -174,7 +174,7 @@ Records test_cases(const std::vector<Case>& cases, DeviceType backend, const Opt
   for (size_t i = 0; i < cases.size(); ++i) {
     nlohmann::json r;
     {
-      const CaseWatchdog watch(o.case_timeout, cases[i].id());
+      const CaseWatchdog watch(o.case_timeout, cases[i].id(), backend == DeviceType::kCUDA);
       r = harness::run_correctness(cases[i], backend, ro, env);
     }
     r["kind"] = "correctness";
@@ -243,7 +243,7 @@ Records bench_cases(const std::vector<Case>& cases, DeviceType backend, const Op
   for (size_t i = 0; i < cases.size(); ++i) {
     nlohmann::json r;
     {
-      const CaseWatchdog watch(o.case_timeout, cases[i].id());
+      const CaseWatchdog watch(o.case_timeout, cases[i].id(), backend == DeviceType::kCUDA);
       r = harness::run_bench(cases[i], backend, ro, ctx, env);
     }
     r["kind"] = "bench";
