@@ -247,6 +247,20 @@ TEST(Cli, MissingGpuExits3) {
   EXPECT_NE(r.out.find("no CUDA device"), std::string::npos) << r.out;
 }
 
+// Where no GPU is usable and no backend was named, the CPU backend stands in
+// and refuses model-sized cases at once (exit 2, naming the case, its flops
+// and --backend cpu) instead of running them for hours; small ones run.
+TEST(Cli, CpuStandInRefusesModelSizedCases) {
+  auto r = run("test --op fused_moe --workload race-performance-2", "CUDA_VISIBLE_DEVICES=");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("REFUSED fused_moe/Default/race-performance-2 [cpu]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("too much for the CPU backend standing in for a missing GPU"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--backend cpu runs it anyway"), std::string::npos) << r.out;
+  r = run("test --op fused_moe --workload race-like-small", "CUDA_VISIBLE_DEVICES=");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("1 passed, 0 failed"), std::string::npos) << r.out;
+}
+
 // --device names a GPU: refused beside --backend cpu, below 0, past the GPUs
 // this process sees, and where there is no GPU at all (exit 3).
 TEST(Cli, DeviceFlagIsChecked) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 
@@ -103,6 +104,53 @@ TEST(Manifest, ErrorsNameFileOpAndField) {
 
   TC_EXPECT_ERROR(Manifest().merge_file(write(dir, "syntax.yaml", "ops: [ {name: x")), ErrorKind::kManifest,
                   "syntax.yaml", "YAML syntax");
+}
+
+// Estimates of derived symbols (manifest `estimates`) size a case before its
+// data exists: only derived symbols, from the op's own symbols.
+TEST(Manifest, EstimatesOfDerivedSymbols) {
+  const std::string dir = test::temp_dir("manifest_estimates");
+  auto with = [&](const std::string& name, const std::string& lines) {
+    std::string text = kMiniOp;
+    text.replace(text.find("flags_typo: 1, "), 15, "");
+    text.replace(text.find("    inputs:"), 0, lines);
+    return write(dir, name, text);
+  };
+  Manifest ok;
+  ok.merge_file(with("ok.yaml", "    derived: [R]\n    estimates: {R: 2*N + 1}\n"));
+  ASSERT_NE(ok.find("mini"), nullptr);
+  EXPECT_DOUBLE_EQ(ok.find("mini")->estimates.at("R").eval({{"N", 3}}), 7);
+  TC_EXPECT_ERROR(Manifest().merge_file(with("own.yaml", "    estimates: {N: 4}\n")), ErrorKind::kManifest,
+                  "own.yaml", "estimates.N", "expected a derived symbol");
+  TC_EXPECT_ERROR(Manifest().merge_file(with("sym.yaml", "    derived: [R, S]\n    estimates: {R: S*2}\n")),
+                  ErrorKind::kManifest, "sym.yaml", "estimates.R", "unknown symbol 'S'");
+  TC_EXPECT_ERROR(Manifest().merge_file(with("list.yaml", "    derived: [R]\n    estimates: [R]\n")),
+                  ErrorKind::kManifest, "list.yaml", "estimates", "expected a map");
+}
+
+// Model-sized cases are refused where the CPU backend stands in for a missing
+// GPU (they would run for hours), and sized by the estimates: the grouped
+// GEMM's flops need its used rows, which only generated data gives.
+TEST(Manifest, CpuStandInRefusesModelSizedWork) {
+  Manifest m = Manifest::load();
+  std::deque<WorkloadSpec> storage;
+  auto one = [&](const std::string& op, const std::string& w) {
+    Selection s;
+    s.op = op;
+    s.workload = w;
+    auto cases = select_cases(m, s, storage);
+    EXPECT_FALSE(cases.empty()) << op << " " << w;
+    return cases.at(0);
+  };
+  TC_EXPECT_ERROR(check_cpu_stand_in_work(one("fused_moe", "race-performance-1")), ErrorKind::kInvalidArgument,
+                  "fused_moe", "'race-performance-1'", "flops", "--backend cpu");
+  TC_EXPECT_ERROR(check_cpu_stand_in_work(one("moe_grouped_gemm", "race-case1-gateup")), ErrorKind::kInvalidArgument,
+                  "moe_grouped_gemm", "'race-case1-gateup'", "CPU backend standing in");
+  EXPECT_NO_THROW(check_cpu_stand_in_work(one("fused_moe", "race-like-small")));
+  EXPECT_NO_THROW(check_cpu_stand_in_work(one("moe_grouped_gemm", "small-uniform")));
+  EXPECT_NO_THROW(check_cpu_stand_in_work(one("moe_reduce_fused", "deepseek-v3-prefill")));  // big, but cheap
+  const auto sym = planning_symbols(one("moe_grouped_gemm", "race-case1-gateup"));
+  EXPECT_DOUBLE_EQ(sym.at("used_rows"), 32768.0 * 4);
 }
 
 // A matrix (workloads as the product of axes over fixed fields) of odd

@@ -97,6 +97,7 @@ harness::RunOptions Options::run_options(bool checked) const {
   if (!r.compile.kernel_dir.empty()) check_kernel_dir(r.compile.kernel_dir, "options", "--options");
   r.config = parse_config(config, "--config");
   r.device = gpu();
+  r.cpu_stand_in = backend.empty() && !rt::driver_available();
   return r;
 }
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "tilecraft/error.h"
 #include "tilecraft/harness/runner.h"
@@ -16,9 +17,31 @@ namespace tilecraft::harness {
 
 double host_memory_bytes() { return double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE)); }
 
-void check_case_fits(const Case& c, DeviceType backend, int device) {
+std::map<std::string, double> planning_symbols(const Case& c) {
   std::map<std::string, double> sym;
   for (const auto& [k, v] : c.workload->symbols) sym[k] = double(v);
+  const std::map<std::string, double> own = sym;  // estimates read the workload's symbols only
+  for (const auto& [k, e] : c.op->estimates) sym[k] = e.eval(own);
+  return sym;
+}
+
+void check_cpu_stand_in_work(const Case& c) {
+  double flops = 0;
+  try {
+    flops = c.variant->flops.eval(planning_symbols(c));
+  } catch (const std::exception&) {
+    return;  // a derived symbol without an estimate: nothing to judge by
+  }
+  if (!(flops > kCpuStandInFlops)) return;  // (NaN: nothing to judge by either)
+  throw Error(ErrorKind::kInvalidArgument,
+              fmt::format("{}: workload '{}': about {:.2g} flops, too much for the CPU backend standing in for a "
+                          "missing GPU (at most {:.0g}; it would run for many minutes or hours); --backend cpu "
+                          "runs it anyway",
+                          c.op->name, c.workload->name, flops, kCpuStandInFlops));
+}
+
+void check_case_fits(const Case& c, DeviceType backend, int device) {
+  const std::map<std::string, double> sym = planning_symbols(c);
   const bool gpu = backend == DeviceType::kCUDA && rt::driver_available();
   const double limit = gpu ? double(rt::device_info(device).total_mem) : host_memory_bytes();
   for (const auto* list : {&c.op->inputs, &c.op->outputs})
@@ -31,7 +54,11 @@ void check_case_fits(const Case& c, DeviceType backend, int device) {
         try {
           v = Expr::parse(d).eval(sym);
         } catch (const std::exception&) {
-          known = false;  // a symbol derived from generated data (rows, ...): sized by the adapter
+          known = false;  // a symbol derived from generated data, not estimated: sized by the adapter
+          break;
+        }
+        if (!std::isfinite(v)) {  // (rows / block_m where block_m = 0 is the op's own choice)
+          known = false;
           break;
         }
         n *= std::max(v, 1.0);

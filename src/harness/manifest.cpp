@@ -222,13 +222,24 @@ OpSpec parse_op(const YAML::Node& n, const std::string& file) {
   op.source = file;
   op.name = as<std::string>(need(n, "name", c), c.at("name"), "a string");
   c.op = op.name;
-  only_keys(n, c, {"name", "family", "summary", "spec", "symbols", "derived", "defaults", "params", "default_tags",
-                   "inputs", "outputs", "tolerance", "variants", "workloads", "matrices", "design"});
+  only_keys(n, c, {"name", "family", "summary", "spec", "symbols", "derived", "estimates", "defaults", "params",
+                   "default_tags", "inputs", "outputs", "tolerance", "variants", "workloads", "matrices", "design"});
   op.family = as<std::string>(need(n, "family", c), c.at("family"), "a string");
   op.summary = n["summary"] ? as<std::string>(n["summary"], c.at("summary"), "a string") : "";
   op.spec = n["spec"] ? as<std::string>(n["spec"], c.at("spec"), "a string") : "";
   op.symbols = str_list(need(n, "symbols", c), c.at("symbols"));
   if (n["derived"]) op.derived = str_list(n["derived"], c.at("derived"));
+  if (const YAML::Node es = n["estimates"]) {
+    Ctx ce = c.at("estimates");
+    if (!es.IsMap()) ce.fail("expected a map from derived symbol to an expression of the op's symbols");
+    const std::set<std::string> own(op.symbols.begin(), op.symbols.end());
+    for (auto kv : es) {
+      const std::string k = kv.first.as<std::string>();
+      if (!std::count(op.derived.begin(), op.derived.end(), k))
+        ce.at(k).fail("expected a derived symbol of the op, got '" + k + "'");
+      op.estimates[k] = parse_expr(kv.second, ce.at(k), own);
+    }
+  }
   if (n["defaults"])
     for (auto kv : n["defaults"]) {
       std::string k = kv.first.as<std::string>();

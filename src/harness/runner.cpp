@@ -374,10 +374,11 @@ void record_error(nlohmann::json& r, const Error& e) {
 // Sizes and generates the case's inputs into `d`; where that is refused (a
 // tensor that cannot exist, a workload parameter the op does not take) the
 // case's record says so instead, so a run of many cases goes on past it.
-std::optional<nlohmann::json> generate_or_refuse(const OpAdapter& a, const Case& c, DeviceType backend, int device,
-                                                 const EnvInfo& env, CaseData& d) {
+std::optional<nlohmann::json> generate_or_refuse(const OpAdapter& a, const Case& c, DeviceType backend,
+                                                 const RunOptions& o, const EnvInfo& env, CaseData& d) {
   try {
-    check_case_fits(c, backend, device);
+    check_case_fits(c, backend, o.device);
+    if (backend == DeviceType::kCPU && o.cpu_stand_in) check_cpu_stand_in_work(c);
     d = a.generate(c);
     return std::nullopt;
   } catch (const Error& e) {
@@ -392,7 +393,7 @@ nlohmann::json run_correctness(const Case& c, DeviceType backend, const RunOptio
   const OpAdapter& a = adapter_for(c.op->name);
   auto t0 = std::chrono::steady_clock::now();
   CaseData d;
-  if (auto refused = generate_or_refuse(a, c, backend, given.device, env, d)) return *refused;
+  if (auto refused = generate_or_refuse(a, c, backend, given, env, d)) return *refused;
   nlohmann::json r = base_record(c, backend, d, env);
   r["golden"] = "cpu reference (" + c.op->tolerance.mode + ")";
   r["checked_mode"] = given.checked;
@@ -449,7 +450,7 @@ nlohmann::json run_bench(const Case& c, DeviceType backend, const RunOptions& gi
                          const EnvInfo& env) {
   const OpAdapter& a = adapter_for(c.op->name);
   CaseData d;
-  if (auto refused = generate_or_refuse(a, c, backend, given.device, env, d)) return *refused;
+  if (auto refused = generate_or_refuse(a, c, backend, given, env, d)) return *refused;
   nlohmann::json r = base_record(c, backend, d, env);
   r["scope"] = a.main_scope();
   r["flush"] = ctx.timing.hot ? "none (hot)" : ctx.timing.flush;

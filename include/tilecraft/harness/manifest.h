@@ -57,6 +57,11 @@ struct Tolerance {
 struct OpSpec {
   std::string name, family, summary, spec;
   std::vector<std::string> symbols, derived, param_keys;
+  // Derived symbols estimated from the workload's own (manifest `estimates`:
+  // an upper bound or a typical value, before any data exists): what sizes
+  // tensors and work when a case is planned (check_case_fits, the CPU
+  // backend's work limit).
+  std::map<std::string, Expr> estimates;
   std::map<std::string, int64_t> defaults;
   std::map<std::string, std::string> param_defaults;
   std::vector<TensorSpec> inputs, outputs;

@@ -69,6 +69,9 @@ struct RunOptions {
   // The GPU (CUDA ordinal) the harness runs cases on: their tensors, stream,
   // timing and counters (--device). Ops run on their tensors' GPU.
   int device = 0;
+  // The CPU backend runs because no GPU is usable, not because it was asked
+  // for: model-sized cases are refused (check_cpu_stand_in_work).
+  bool cpu_stand_in = false;
 };
 
 // `o` with the case's workload config (WorkloadSpec::config) added to its

@@ -33,6 +33,16 @@ std::vector<Case> select_cases(const Manifest& m, const Selection& s, std::deque
 // or its element count would overflow. run_correctness and run_bench call it
 // before generating anything; `device` is the GPU of CUDA cases.
 void check_case_fits(const Case& c, DeviceType backend, int device = 0);
+// The case's symbols before any data exists: the workload's, plus the op's
+// estimates of its derived symbols (manifest `estimates`).
+std::map<std::string, double> planning_symbols(const Case& c);
+// Where the CPU backend stands in for a missing GPU (no --backend cpu asked
+// for): throws, naming the case and its work, when its variant's flops
+// (planning_symbols) pass kCpuStandInFlops, which would run for many
+// minutes to hours (model and race shapes) instead of testing anything soon.
+// --backend cpu runs such cases anyway.
+inline constexpr double kCpuStandInFlops = 5e10;
+void check_cpu_stand_in_work(const Case& c);
 // This machine's physical memory in bytes (the host limit check_case_fits and
 // the adapters' own host-memory checks use).
 double host_memory_bytes();
