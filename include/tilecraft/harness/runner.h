@@ -28,9 +28,9 @@ struct Selection {
 std::vector<Case> select_cases(const Manifest& m, const Selection& s, std::deque<WorkloadSpec>& storage);
 
 // Throws (naming the op, the workload, the tensor and its size) where one of
-// the case's tensors whose shape the workload's symbols give would not fit
-// the memory it lives in (the GPU's for CUDA cases, the host's otherwise)
-// or its element count would overflow. run_correctness and run_bench call it
+// the case's tensors whose shape the planning symbols give would not fit
+// the memory it lives in (the GPU's for CUDA cases, the host's otherwise),
+// or all of them together, or an element count would overflow. run_correctness and run_bench call it
 // before generating anything; `device` is the GPU of CUDA cases.
 void check_case_fits(const Case& c, DeviceType backend, int device = 0);
 // The case's symbols before any data exists: the workload's, plus the op's
@@ -38,10 +38,13 @@ void check_case_fits(const Case& c, DeviceType backend, int device = 0);
 std::map<std::string, double> planning_symbols(const Case& c);
 // Where the CPU backend stands in for a missing GPU (no --backend cpu asked
 // for): throws, naming the case and its work, when its variant's flops
-// (planning_symbols) pass kCpuStandInFlops, which would run for many
-// minutes to hours (model and race shapes) instead of testing anything soon.
-// --backend cpu runs such cases anyway.
+// (planning_symbols) pass kCpuStandInFlops or its tensors kCpuStandInBytes
+// (the host generates and checks them all: a DeepSeek-V3 layer's weights
+// alone are 22 GB): such cases would run for many minutes to hours (model and
+// race shapes) instead of testing anything soon. --backend cpu runs them
+// anyway.
 inline constexpr double kCpuStandInFlops = 5e10;
+inline constexpr double kCpuStandInBytes = 4e9;
 void check_cpu_stand_in_work(const Case& c);
 // This machine's physical memory in bytes (the host limit check_case_fits and
 // the adapters' own host-memory checks use).
