@@ -21,7 +21,13 @@ std::map<std::string, double> planning_symbols(const Case& c) {
   std::map<std::string, double> sym;
   for (const auto& [k, v] : c.workload->symbols) sym[k] = double(v);
   const std::map<std::string, double> own = sym;  // estimates read the workload's symbols only
-  for (const auto& [k, e] : c.op->estimates) sym[k] = e.eval(own);
+  for (const auto& [k, e] : c.op->estimates) {
+    try {
+      sym[k] = e.eval(own);
+    } catch (const std::exception&) {
+      // (a symbol the workload lacks: the derived one stays unknown, sized by the adapter)
+    }
+  }
   return sym;
 }
 
