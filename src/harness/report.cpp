@@ -95,7 +95,7 @@ std::string correctness_report(const EnvInfo& env, const Records& recs, const st
   s += fmt::format("**{} passed, {} failed, {} errors{}** out of {} cases. Golden: the CPU reference of each op "
                    "(bitwise where the op promises it), plus an independent float64 evaluation with a derived "
                    "error bound. Outputs are poisoned (0xff bytes, NaN) before every run.\n\n",
-                   pass, fail, err, refused ? fmt::format(", {} refused (shapes, arguments or configs an op does not take)", refused) : "",
+                   pass, fail, err, refused ? fmt::format(", {} refused (shapes, arguments or configs an op does not take, or work too large for the CPU stand-in: each line says which)", refused) : "",
                    recs.size());
   s += "## Environment\n\n" + env_markdown(env) + "\n## Cases\n\n";
   s += "| case | backend | status | mode | elements | failed | max abs err | f64 err/bound | seed | config |\n";
