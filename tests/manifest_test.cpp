@@ -151,6 +151,14 @@ TEST(Manifest, CpuStandInRefusesModelSizedWork) {
   EXPECT_NO_THROW(check_cpu_stand_in_work(one("moe_reduce_fused", "deepseek-v3-prefill")));  // big, but cheap
   const auto sym = planning_symbols(one("moe_grouped_gemm", "race-case1-gateup"));
   EXPECT_DOUBLE_EQ(sym.at("used_rows"), 32768.0 * 4);
+  // The stand-in keeps every smoke case (what `make run` runs without a GPU),
+  // and the host fits each of them.
+  Selection smoke;
+  smoke.tag = "smoke";
+  for (const Case& c : select_cases(m, smoke, storage)) {
+    EXPECT_NO_THROW(check_cpu_stand_in_work(c)) << c.id();
+    EXPECT_NO_THROW(check_case_fits(c, DeviceType::kCPU)) << c.id();
+  }
 }
 
 // A matrix (workloads as the product of axes over fixed fields) of odd
