@@ -5,7 +5,8 @@
 #   cli   the CLI tests with a GPU present (--device's GPU branch and the
 #         random command lines among them);
 #   python  the Python tests with torch (tilecraft.env(device)'s GPU branch);
-#   race  tilecraft test --tag race (133 s on session 48's H100).
+#   race  tilecraft test --tag race (133 s on session 48's H100);
+#   large tilecraft test --tag large (tensors past 2^31 elements; only if named).
 . scripts/device_steps.sh
 STEPS=${STEPS:-gpu cli python race}
 git log --oneline -1 2>/dev/null; git status --short 2>/dev/null | head -20
@@ -18,5 +19,6 @@ for s in $STEPS; do case $s in
   python) TILECRAFT_CACHE_DIR=$PWD/$B/test_jit_cache run python 150 scripts/python_tests.sh $B
        grep -aE "^E |FAILED" $OUT/python.log | head -5 ;;
   race) run race 200 $B/tilecraft test --tag race --case-timeout 60 ;;
+  large) run large 400 $B/tilecraft test --tag large --case-timeout 120 ;;  # (not in the default STEPS: ~8 min)
 esac; done
 pack_logs
