@@ -396,7 +396,7 @@ struct Session {
       : backend((check_device(o, cmd), resolve_backend(o))),
         sel(select(o, o.selection())),
         env(harness::capture_env(o.gpu())) {
-    if (backend == DeviceType::kCPU && o.backend.empty())
+    if (o.cpu_stand_in())
       con.line(fmt::format("note: no CUDA device ({}); {} the CPU backend", env.no_gpu_reason, doing));
     if (backend == DeviceType::kCPU && !o.config.empty())  // (a PASS here says nothing of those kernels)
       con.line(

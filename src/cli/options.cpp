@@ -90,6 +90,8 @@ void check_kernel_dir(const std::string& dir, const char* op, const char* flag) 
                fmt::format("'{}', whose {} differ", dir, fmt::join(differ, ", ")));
 }
 
+bool Options::cpu_stand_in() const { return backend.empty() && !rt::driver_available(); }
+
 harness::RunOptions Options::run_options(bool checked) const {
   harness::RunOptions r;
   r.checked = checked && !unchecked;
@@ -97,7 +99,7 @@ harness::RunOptions Options::run_options(bool checked) const {
   if (!r.compile.kernel_dir.empty()) check_kernel_dir(r.compile.kernel_dir, "options", "--options");
   r.config = parse_config(config, "--config");
   r.device = gpu();
-  r.cpu_stand_in = backend.empty() && !rt::driver_available();
+  r.cpu_stand_in = cpu_stand_in();
   return r;
 }
 

@@ -39,6 +39,9 @@ struct Options {
   double case_timeout = 0;  // test, bench, run: seconds one case may run before the process exits naming it (0: no limit)
 
   harness::Selection selection() const;
+  // The CPU backend runs because no GPU is usable, not because --backend cpu
+  // asked for it (the console says so; model-sized cases are refused).
+  bool cpu_stand_in() const;
   harness::RunOptions run_options(bool checked) const;
   // bench's other A/B sides: one per --vs-config value (each parsed as
   // --config is), their kernels from the one --vs-kernels directory if given,

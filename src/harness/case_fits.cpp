@@ -54,8 +54,7 @@ size_t planned_elem_size(const Case& c, const TensorSpec& t, bool output) {
 
 // The case's inputs (those its variant uses) and outputs whose every
 // dimension the planning symbols give; the others are sized by the adapter.
-std::vector<Planned> planned_tensors(const Case& c) {
-  const std::map<std::string, double> sym = planning_symbols(c);
+std::vector<Planned> planned_tensors(const Case& c, const std::map<std::string, double>& sym) {
   std::vector<Planned> out;
   for (const auto* list : {&c.op->inputs, &c.op->outputs}) {
     const bool output = list == &c.op->outputs;
@@ -102,15 +101,16 @@ void check_cpu_stand_in_work(const Case& c) {
                             "would run for many minutes or hours); --backend cpu runs it anyway",
                             c.op->name, c.workload->name, what));
   };
+  const std::map<std::string, double> sym = planning_symbols(c);
   double bytes = 0;
-  const auto ts = planned_tensors(c);
+  const auto ts = planned_tensors(c, sym);
   for (const Planned& t : ts) bytes += t.bytes;
   if (bytes > kCpuStandInBytes)
     refuse(fmt::format("tensors of {:.3g} GB to generate and check on the host ({} GB; at most {:.0f})", bytes / 1e9,
                        largest(ts), kCpuStandInBytes / 1e9));
   double flops = 0;
   try {
-    flops = c.variant->flops.eval(planning_symbols(c));
+    flops = c.variant->flops.eval(sym);
   } catch (const std::exception&) {
     return;  // a derived symbol without an estimate: nothing to judge by
   }
@@ -121,7 +121,7 @@ void check_case_fits(const Case& c, DeviceType backend, int device) {
   const bool gpu = backend == DeviceType::kCUDA && rt::driver_available();
   const double limit = gpu ? double(rt::device_info(device).total_mem) : host_memory_bytes();
   const char* where = gpu ? "GPU" : "host";
-  const auto ts = planned_tensors(c);
+  const auto ts = planned_tensors(c, planning_symbols(c));
   double total = 0;
   for (const Planned& t : ts) {
     if (t.elems >= 9.0e18 || t.bytes > limit)
