@@ -365,7 +365,7 @@ TEST(Cli, ShapesAnOpRefusesExit2) {
         Refusal{"fused_moe", "T=3,K=2,H=0,I=32,E=8,dtype=bf16", "fused_moe: argument 'x'"},
         Refusal{"fused_moe", "T=3,K=2,H=64,I=32,E=8,n_group=0,mode=sigmoid_grouped_topk,routing=uniform,dtype=bf16",
                 "fused_moe: argument 'n_group'"}})
-    expect_refused(c, {" REFUSED ", " refused (shapes, arguments or configs an op does not take, or work too large for the CPU stand-in: each line says which)"});
+    expect_refused(c, {" REFUSED ", " refused (an op does not take the shape, argument or config, or the case is too large for where it would run: each line says which)"});
   // Beside a case that passes: still 2, and the good case ran.
   auto r =
       run("test --op fused_moe --shape 'T=3,K=2,H=64,I=32,E=8,dtype=bf16' --shape 'T=3,K=2,H=0,I=32,E=8,dtype=bf16' "

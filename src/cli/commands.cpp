@@ -192,7 +192,7 @@ Records test_cases(const std::vector<Case>& cases, DeviceType backend, const Opt
     recs.push_back(std::move(r));
   }
   con.line(fmt::format("{} passed, {} failed", passed, failed) +
-           (refusals ? fmt::format(", {} refused (shapes, arguments or configs an op does not take, or work too large for the CPU stand-in: each line says which)", refusals) : ""));
+           harness::refused_note(refusals));
   return recs;
 }
 

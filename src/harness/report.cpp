@@ -84,6 +84,16 @@ std::string env_markdown(const EnvInfo& env) {
   return s;
 }
 
+std::string refused_note(int refused) {
+  // Refusals come from an op (a shape, argument or config it does not take)
+  // or from the case's size (more than the GPU's or host's memory, or more
+  // than the CPU stand-in runs): each case's own line says which.
+  if (refused <= 0) return "";
+  return fmt::format(", {} refused (an op does not take the shape, argument or config, or the case is too large for "
+                     "where it would run: each line says which)",
+                     refused);
+}
+
 std::string correctness_report(const EnvInfo& env, const Records& recs, const std::string& note) {
   int pass = 0, fail = 0, err = 0, refused = 0;
   for (auto& r : recs) {
@@ -95,7 +105,7 @@ std::string correctness_report(const EnvInfo& env, const Records& recs, const st
   s += fmt::format("**{} passed, {} failed, {} errors{}** out of {} cases. Golden: the CPU reference of each op "
                    "(bitwise where the op promises it), plus an independent float64 evaluation with a derived "
                    "error bound. Outputs are poisoned (0xff bytes, NaN) before every run.\n\n",
-                   pass, fail, err, refused ? fmt::format(", {} refused (shapes, arguments or configs an op does not take, or work too large for the CPU stand-in: each line says which)", refused) : "",
+                   pass, fail, err, refused_note(refused),
                    recs.size());
   s += "## Environment\n\n" + env_markdown(env) + "\n## Cases\n\n";
   s += "| case | backend | status | mode | elements | failed | max abs err | f64 err/bound | seed | config |\n";

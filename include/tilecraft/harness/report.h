@@ -18,6 +18,9 @@ void write_jsonl(const std::string& path, const Records& records);
 void write_csv(const std::string& path, const Records& records);  // nested objects flattened as a.b
 
 std::string correctness_report(const EnvInfo& env, const Records& correctness, const std::string& note);
+// ", N refused (...)" after a pass/fail count, or "" for none: the one
+// wording of the console's summary line and the correctness report.
+std::string refused_note(int refused);
 // A bench record's scope judged against another (its "vs" names one of the
 // record's scopes, or "main": the record's own line): its median over
 // that one's, or 0 when it names none or either median is missing (an error,
