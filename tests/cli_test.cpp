@@ -456,6 +456,23 @@ TEST(Cli, TestRandomConfigs) {
   EXPECT_NE(r.out.find("moe_topk_gate"), std::string::npos) << r.out;
 }
 
+// compile: a case whose config the op refuses (a --random-config draw's, or
+// one in a --shape) is listed as REFUSED naming the key, the other cases'
+// kernels still compile, and the exit status is test's (2: refused).
+TEST(Cli, CompileListsRefusedCasesAndGoesOn) {
+  const std::string shapes = "--op moe_reduce_fused --variant Base --shape 'T=5,K=2,H=64,dtype=bf16' "
+                             "--shape 'T=5,K=2,H=64,dtype=bf16,config=vec=3'";
+  auto r = run("compile " + shapes);
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("REFUSED moe_reduce_fused/Base/shape:T=5,K=2,H=64,dtype=bf16,config=vec=3: "
+                       "moe_reduce_fused: argument 'vec'"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("got 3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("bf16->bf16 K=2 vec=8"), std::string::npos) << r.out;  // the other case compiled
+  EXPECT_NE(r.out.find("2 kernels for sm_90a (0 errors), 1 case refused"), std::string::npos) << r.out;
+}
+
 // --case-timeout: a case still running past it ends the process with exit 1,
 // naming the case (a hung kernel cannot be recovered in-process); cases
 // within it run as before.

@@ -94,7 +94,8 @@ std::string shape_summary(const nlohmann::json& r) {
 Records compile_cases(const std::vector<Case>& cases, const Options& o, const std::string& arch, Console& con) {
   harness::RunOptions ro = o.run_options(false);
   ro.cc_major = jit::arch_cc_major(arch);  // the kernels that arch's GPUs would run
-  const auto items = harness::precompile(cases, ro, arch, 0, true);
+  std::vector<harness::RefusedCase> refused;
+  const auto items = harness::precompile(cases, ro, arch, 0, &refused);
   Records recs;
   for (auto& it : items) {
     nlohmann::json r{{"kind", "compile"}, {"op", it.op}, {"config", it.spec.config},
@@ -130,7 +131,15 @@ Records compile_cases(const std::vector<Case>& cases, const Options& o, const st
       con.line(fmt::format("{:<58} ERROR {}", r["config"].get<std::string>(), r["error"].get<std::string>()));
     }
   }
-  con.line(fmt::format("{} kernels for {} ({} errors), cache dir {}", recs.size(), arch, errors,
+  // A case whose config the op refuses (a --config, or a --random-config
+  // draw's) has no kernels: it is said, and the others still compile.
+  for (auto& rc : refused) {
+    con.line(fmt::format("REFUSED {}: {}", rc.case_id, rc.error));
+    recs.push_back({{"kind", "compile"}, {"op", rc.op}, {"case_id", rc.case_id}, {"arch", arch}, {"options", ro.compile.str()},
+                    {"status", "refused"}, {"refused", true}, {"error", rc.error}});
+  }
+  con.line(fmt::format("{} kernels for {} ({} errors){}, cache dir {}", recs.size() - refused.size(), arch, errors,
+                       refused.empty() ? "" : fmt::format(", {} case{} refused", refused.size(), refused.size() == 1 ? "" : "s"),
                        jit::disk_cache_enabled() ? jit::cache_dir() : "disabled"));
   return recs;
 }
@@ -379,9 +388,7 @@ int cmd_compile(const Options& o) {
   auto sel = select(o, o.selection());
   Console con;
   auto recs = compile_cases(sel->cases, o, resolve_arch(o, "compile"), con);
-  for (auto& r : recs)
-    if (r["status"] != "ok") return 1;
-  return 0;
+  return exit_status({&recs});
 }
 
 namespace {

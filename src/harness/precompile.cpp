@@ -10,7 +10,7 @@
 namespace tilecraft::harness {
 
 std::vector<CompiledCaseKernel> precompile(const std::vector<Case>& cases, RunOptions o, const std::string& arch,
-                                           unsigned threads, bool throw_spec_errors) {
+                                           unsigned threads, std::vector<RefusedCase>* refused) {
   std::vector<CompiledCaseKernel> items;
   std::set<std::string> seen;
   for (auto& c : cases) {
@@ -19,9 +19,11 @@ std::vector<CompiledCaseKernel> precompile(const std::vector<Case>& cases, RunOp
       std::vector<jit::KernelSpec> specs;
       try {
         specs = adapter_for(c.op->name).kernels(c, with_workload_config(c, o));
-      } catch (const Error&) {
-        if (throw_spec_errors) throw;
-        continue;  // a case whose configuration is refused reports that when it runs
+      } catch (const Error& e) {
+        // Listed once where both modes refuse it alike.
+        if (refused && (refused->empty() || refused->back().case_id != c.id() || refused->back().error != e.what()))
+          refused->push_back({c.op->name, c.id(), e.what()});
+        continue;
       }
       for (auto& k : specs)
         if (seen.insert(k.name_expression()).second) items.push_back({c.op->name, k, nullptr, ""});

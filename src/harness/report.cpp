@@ -278,7 +278,7 @@ std::string design_report(const Manifest& m, const Records& bench, const Records
     s += "### Kernels compiled (resources from ptxas)\n\n"
          "| kernel config | registers | spill B | smem B | stack B | SASS instructions |\n|---|---|---|---|---|---|\n";
     for (auto& r : compile)
-      if (r.value("op", "") == op.name)
+      if (r.value("op", "") == op.name && !r.value("refused", false))  // a refused case compiled nothing
         s += fmt::format("| {} | {} | {} | {} | {} | {} |\n", r.value("config", "?"), r.value("registers", -1),
                          r.value("spill_store_bytes", 0), r.value("smem_bytes", 0), r.value("stack_bytes", 0),
                          r.value("code_bytes", 0) / 16);

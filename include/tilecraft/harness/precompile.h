@@ -17,13 +17,21 @@ struct CompiledCaseKernel {
   std::string error;
 };
 
+// A case whose kernels an op cannot even specify (a --config or a random
+// draw's config it refuses): its id and the op's message.
+struct RefusedCase {
+  std::string op;
+  std::string case_id;
+  std::string error;
+};
+
 // The distinct kernels of `cases` (for tests, checked, and benchmarks,
 // unchecked, with `o`'s config and compile options), compiled for `arch` on
 // up to `threads` threads (0: the machine's cores, at most 16). Compile
-// errors are returned, not thrown. A case whose kernels cannot even be
-// specified (a refused --config) throws when `throw_spec_errors`, else is
-// skipped: running it reports the error.
+// errors are returned, not thrown. A case whose kernels cannot be specified
+// is skipped (running it reports the error) and, with `refused`, listed
+// there once.
 std::vector<CompiledCaseKernel> precompile(const std::vector<Case>& cases, RunOptions o, const std::string& arch,
-                                           unsigned threads = 0, bool throw_spec_errors = false);
+                                           unsigned threads = 0, std::vector<RefusedCase>* refused = nullptr);
 
 }  // namespace tilecraft::harness
