@@ -23,3 +23,12 @@ run() {  # name, seconds, command...
        "$(grep -E 'tests passed|passed,|FAIL|WRONG|TIMEOUT' "$OUT/$n.log" | tail -1 | cut -c1-160)"
 }
 pack_logs() { (cd "$O" && tar czf logs.tgz l); }
+# A copy of kernels/ with a patch applied, for --options kernels=$KP/kernels
+# or --vs-kernels $KP/kernels: patched_kernels NAME PATCH sets KP to
+# .ab_kernels/NAME, and the JIT cache of the steps to the build's.
+patched_kernels() {
+  KP=$PWD/.ab_kernels/$1; rm -rf "$KP"; mkdir -p "$KP"; cp -r kernels "$KP/"
+  (cd "$KP" && git apply "$OLDPWD/$2") && echo "patch $2 applied" || echo "PATCH $2 FAILED"
+  export TILECRAFT_CACHE_DIR=$PWD/$B/patched_jit_cache
+}
+CS="compute-sanitizer --error-exitcode 3 --print-limit 5"

@@ -7,10 +7,7 @@
 # stores off, the racecheck patch (hazards, correctness, speed against main).
 . scripts/device_steps.sh
 build_tree
-KP=$PWD/.ab_kernels/tile_ring; rm -rf $KP; mkdir -p $KP; cp -r kernels $KP/
-(cd $KP && git apply $OLDPWD/docs/prepared/racecheck_clean_tile_ring.patch) && echo "patch applied" || echo "PATCH FAILED"
-export TILECRAFT_CACHE_DIR=$PWD/$B/s51_jit_cache
-CS="compute-sanitizer --error-exitcode 3 --print-limit 5"
+patched_kernels tile_ring docs/prepared/racecheck_clean_tile_ring.patch
 run race 170 $B/tilecraft test --tag race --case-timeout 60
 for op in fused_moe moe_grouped_gemm; do
   run mem_$op 60 $CS --tool memcheck $B/tilecraft test --op $op --tag smoke --case-timeout 40

@@ -17,10 +17,7 @@
 #    here the grouped GEMM and the layer.
 . scripts/device_steps.sh
 build_tree
-KP=$PWD/.ab_kernels/tile_ring; rm -rf $KP; mkdir -p $KP; cp -r kernels $KP/
-(cd $KP && git apply $OLDPWD/docs/prepared/racecheck_clean_tile_ring.patch) && echo "patch applied" || echo "PATCH FAILED"
-export TILECRAFT_CACHE_DIR=$PWD/$B/s51_jit_cache
-CS="compute-sanitizer --error-exitcode 3 --print-limit 5"
+patched_kernels tile_ring docs/prepared/racecheck_clean_tile_ring.patch
 for op in fused_moe moe_grouped_gemm moe_topk_gate moe_fused_mapping; do  # memcheck had run on moe_reduce_fused only
   run mem_$op 60 $CS --tool memcheck $B/tilecraft test --op $op --tag smoke --case-timeout 40
 done
