@@ -131,6 +131,7 @@ Records compile_cases(const std::vector<Case>& cases, const Options& o, const st
       con.line(fmt::format("{:<58} ERROR {}", r["config"].get<std::string>(), r["error"].get<std::string>()));
     }
   }
+  const size_t kernels = recs.size();
   // A case whose config the op refuses (a --config, or a --random-config
   // draw's) has no kernels: it is said, and the others still compile.
   for (auto& rc : refused) {
@@ -138,7 +139,7 @@ Records compile_cases(const std::vector<Case>& cases, const Options& o, const st
     recs.push_back({{"kind", "compile"}, {"op", rc.op}, {"case_id", rc.case_id}, {"arch", arch}, {"options", ro.compile.str()},
                     {"status", "refused"}, {"refused", true}, {"error", rc.error}});
   }
-  con.line(fmt::format("{} kernels for {} ({} errors){}, cache dir {}", recs.size() - refused.size(), arch, errors,
+  con.line(fmt::format("{} kernels for {} ({} errors){}, cache dir {}", kernels, arch, errors,
                        refused.empty() ? "" : fmt::format(", {} case{} refused", refused.size(), refused.size() == 1 ? "" : "s"),
                        jit::disk_cache_enabled() ? jit::cache_dir() : "disabled"));
   return recs;

@@ -14,15 +14,14 @@ std::vector<CompiledCaseKernel> precompile(const std::vector<Case>& cases, RunOp
   std::vector<CompiledCaseKernel> items;
   std::set<std::string> seen;
   for (auto& c : cases) {
+    std::string refused_as;  // the case's last refusal: listed once where both modes refuse it alike
     for (bool checked : {false, true}) {  // tests run checked, benchmarks unchecked
       o.checked = checked;
       std::vector<jit::KernelSpec> specs;
       try {
         specs = adapter_for(c.op->name).kernels(c, with_workload_config(c, o));
       } catch (const Error& e) {
-        // Listed once where both modes refuse it alike.
-        if (refused && (refused->empty() || refused->back().case_id != c.id() || refused->back().error != e.what()))
-          refused->push_back({c.op->name, c.id(), e.what()});
+        if (refused && refused_as != e.what()) refused->push_back({c.op->name, c.id(), refused_as = e.what()});
         continue;
       }
       for (auto& k : specs)
