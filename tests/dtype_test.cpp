@@ -94,3 +94,36 @@ TEST(DType, Fp32ToNarrowRandom) {
     ASSERT_EQ(conv::f32_to_e4m3(f), cuda_e4m3(f)) << f;
   }
 }
+
+// Whole rows convert exactly as element by element (the goldens read and
+// write rows; the reports read elements): every float dtype, edge values and
+// random bit patterns, at offsets that start mid-buffer.
+TEST(DType, RowsConvertAsElementsDo) {
+  std::vector<float> src = edge_floats();
+  std::mt19937_64 rng(5201);  // fixed seed, recorded here
+  for (int i = 0; i < 20000; ++i) {
+    const uint32_t b = uint32_t(rng());
+    float f;
+    std::memcpy(&f, &b, 4);
+    src.push_back(f);
+  }
+  const int64_t n = int64_t(src.size()), off = 3;
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3}) {
+    std::vector<uint8_t> row((size_t(n) + off) * dtype_size(t), 0xa5), one(row.size(), 0xa5);
+    store_row_f32(row.data(), t, off, n, src.data());
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = src[size_t(i)];
+      void* at = one.data() + (size_t(i) + off) * dtype_size(t);
+      if (t == DType::kF32) std::memcpy(at, &v, 4);
+      if (t == DType::kBF16) { const uint16_t h = conv::f32_to_bf16(v); std::memcpy(at, &h, 2); }
+      if (t == DType::kF16) { const uint16_t h = conv::f32_to_f16(v); std::memcpy(at, &h, 2); }
+      if (t == DType::kF8E4M3) *static_cast<uint8_t*>(at) = conv::f32_to_e4m3(v);
+    }
+    ASSERT_EQ(row, one) << dtype_name(t) << ": store_row_f32 differs from the element conversions";
+    std::vector<float> back(static_cast<size_t>(n));
+    load_row_f32(row.data(), t, off, n, back.data());
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_TRUE(same_float(back[size_t(i)], float(load_as_double(row.data(), t, size_t(i + off)))))
+          << dtype_name(t) << " element " << i;
+  }
+}

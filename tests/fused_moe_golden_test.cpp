@@ -10,6 +10,7 @@
 
 #include "tilecraft/harness/random.h"
 #include "tilecraft/ops/moe_fused_mapping.h"
+#include "tilecraft/reference/fma_chain.h"
 #include "tilecraft/reference/fused_moe.h"
 #include "tilecraft/reference/moe_fused_mapping.h"
 #include "tilecraft/reference/moe_reduce_fused.h"
@@ -85,3 +86,36 @@ void check_layer(int64_t T, int64_t H, int64_t I, int64_t E, int64_t K, bool sig
 TEST(FusedMoeGolden, SoftmaxLayerEqualsItsParts) { check_layer(37, 64, 48, 8, 2, false, 1, 1); }
 
 TEST(FusedMoeGolden, GroupedSigmoidLayerEqualsItsParts) { check_layer(29, 32, 24, 16, 4, true, 4, 2); }
+
+// The goldens' shared sums (fma_chain.h) equal one std::fma chain per output
+// in term order, bit for bit, at sizes around their 8-row blocking (values
+// over many exponents, so any other order or rounding would show).
+TEST(FmaChain, DotsAndAxpyEqualOneChainInOrder) {
+  auto values = [](int64_t n, uint64_t stream) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const float u = harness::random_unit(5202, stream, uint64_t(i));  // fixed seed, recorded here
+      v[size_t(i)] = std::ldexp(2 * u - 1, int(harness::random_bits(5202, stream + 100, uint64_t(i)) % 24) - 12);
+    }
+    return v;
+  };
+  for (int64_t N : {0, 1, 7, 8, 9, 16, 23}) {
+    for (int64_t K : {0, 1, 5, 64, 131}) {
+      const auto x = values(K, 1), W = values(N * K, 2);
+      std::vector<float> got(size_t(N) + 1, -7.f);
+      fma_dots(x.data(), W.data(), N, K, got.data());
+      for (int64_t n = 0; n < N; ++n) {
+        float want = 0.f;
+        for (int64_t k = 0; k < K; ++k) want = std::fma(x[size_t(k)], W[size_t(n * K + k)], want);
+        ASSERT_EQ(std::memcmp(&want, &got[size_t(n)], 4), 0) << "N=" << N << " K=" << K << " n=" << n;
+      }
+      EXPECT_EQ(got[size_t(N)], -7.f) << "fma_dots wrote past y[N - 1]";
+    }
+  }
+  const auto a = values(37, 3), b = values(37, 4);
+  std::vector<float> acc = values(37, 5), want = acc;
+  fma_axpy(a.data(), 0.375f, acc.data(), 37);
+  fma_axpy(b.data(), -3.5f, acc.data(), 37);
+  for (size_t i = 0; i < want.size(); ++i) want[i] = std::fma(b[i], -3.5f, std::fma(a[i], 0.375f, want[i]));
+  EXPECT_EQ(std::memcmp(acc.data(), want.data(), acc.size() * 4), 0);
+}

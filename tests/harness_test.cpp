@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -125,6 +126,52 @@ TEST(Random, DeterministicAndSeedSensitive) {
   EXPECT_NE(std::memcmp(a.data(), c.data(), a.nbytes()), 0);
   std::set<uint16_t> distinct(a.ptr<uint16_t>(), a.ptr<uint16_t>() + 1000);
   EXPECT_GT(distinct.size(), 200u);  // never zeros, never constant
+}
+
+// Each element is its own formula's value, whatever the chunk or thread that
+// wrote it (past 2^20 elements the fill runs on several threads, in 4096-value
+// chunks); generated_values reads back what the tensor holds.
+TEST(Random, FillIsTheFormulaAtEveryElement) {
+  const int64_t n = (int64_t(1) << 20) + 4099;
+  for (DType t : {DType::kF32, DType::kBF16}) {
+    HostTensor a(t, {n});
+    fill_uniform(a.view(), 11, 3, -2.f, 0.5f);
+    for (int64_t i = 0; i < n; i += (i < 9000 ? 1 : 997)) {
+      const float v = std::fma(2.5f, random_unit(11, 3, uint64_t(i)), -2.f);
+      const double want = t == DType::kF32 ? double(v) : double(conv::bf16_to_f32(conv::f32_to_bf16(v)));
+      ASSERT_EQ(load_as_double(a.data(), t, size_t(i)), want) << dtype_name(t) << " element " << i;
+    }
+    GeneratedInput g;
+    g.dtype = t;
+    g.shape = {n};
+    g.stream = 3;
+    g.lo = -2.f;
+    g.hi = 0.5f;
+    std::vector<float> back(5000);
+    generated_values(g, 11, 4000, 5000, back.data());
+    for (int64_t i = 0; i < 5000; ++i)
+      ASSERT_EQ(double(back[size_t(i)]), load_as_double(a.data(), t, size_t(4000 + i))) << dtype_name(t) << " " << i;
+  }
+}
+
+// Parts of a float64 check merged in order: the maxima, the failure count,
+// and the first failure of the earliest part that failed.
+TEST(F64Check, MergeKeepsTheFirstFailureInOrder) {
+  F64Check c, clean, late, later;
+  clean.max_abs_err = 0.5;
+  clean.max_excess = 0.25;
+  late.max_abs_err = 0.125;
+  late.max_excess = 3;
+  late.num_failed = 2;
+  late.first_failed = 40;
+  later.max_excess = 7;
+  later.num_failed = 1;
+  later.first_failed = 10;
+  for (const F64Check* p : {&clean, &late, &later}) c.merge(*p);
+  EXPECT_EQ(c.max_abs_err, 0.5);
+  EXPECT_EQ(c.max_excess, 7);
+  EXPECT_EQ(c.num_failed, 3);
+  EXPECT_EQ(c.first_failed, 40);
 }
 
 TEST(Generator, RoutingShapesAndRecordedSeeds) {

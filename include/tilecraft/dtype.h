@@ -3,6 +3,7 @@
 // intrinsics do (round to nearest even; fp8 e4m3 saturating to +-448).
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -41,8 +42,20 @@ double half_ulp(DType t, double v);
 const char* dtype_kernel_type(DType t);
 
 namespace conv {
-float bf16_to_f32(uint16_t bits);
-uint16_t f32_to_bf16(float v);  // RNE, NaN stays NaN
+// bf16 both ways inline: goldens and generators convert every element.
+inline float bf16_to_f32(uint16_t bits) {
+  const uint32_t b = uint32_t(bits) << 16;
+  float v;
+  std::memcpy(&v, &b, 4);
+  return v;
+}
+inline uint16_t f32_to_bf16(float v) {  // RNE, NaN stays NaN
+  uint32_t x;
+  std::memcpy(&x, &v, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return 0x7fff;  // canonical NaN, as CUDA
+  x += 0x7fffu + ((x >> 16) & 1u);                     // round to nearest even on the 16 dropped bits
+  return uint16_t(x >> 16);
+}
 float f16_to_f32(uint16_t bits);
 uint16_t f32_to_f16(float v);   // RNE, overflow -> inf
 float e4m3_to_f32(uint8_t bits);
@@ -50,6 +63,22 @@ uint8_t f32_to_e4m3(float v);   // RNE, saturate to +-448, NaN -> 0x7f/0xff
 }  // namespace conv
 
 // Reads element i of a buffer of dtype t as a double (for goldens and reports).
-double load_as_double(const void* data, DType t, size_t i);
+inline double load_as_double(const void* data, DType t, size_t i) {
+  switch (t) {
+    case DType::kF32: return static_cast<const float*>(data)[i];
+    case DType::kBF16: return conv::bf16_to_f32(static_cast<const uint16_t*>(data)[i]);
+    case DType::kF16: return conv::f16_to_f32(static_cast<const uint16_t*>(data)[i]);
+    case DType::kF8E4M3: return conv::e4m3_to_f32(static_cast<const uint8_t*>(data)[i]);
+    case DType::kI32: return static_cast<const int32_t*>(data)[i];
+    case DType::kI64: return double(static_cast<const int64_t*>(data)[i]);
+  }
+  return 0;
+}
+// Elements [begin, begin + n) of a float buffer of dtype t as fp32 (exact:
+// every float dtype widens exactly), one dtype dispatch per row.
+void load_row_f32(const void* data, DType t, size_t begin, int64_t n, float* out);
+// fp32 values stored into elements [begin, begin + n) of a float buffer of
+// dtype t, rounded to nearest even (fp8 saturating) as conv:: rounds.
+void store_row_f32(void* data, DType t, size_t begin, int64_t n, const float* v);
 
 }  // namespace tilecraft

@@ -85,17 +85,6 @@ float float_of(uint32_t b) {
 }
 }  // namespace
 
-float bf16_to_f32(uint16_t bits) { return float_of(uint32_t(bits) << 16); }
-
-uint16_t f32_to_bf16(float v) {
-  uint32_t x = bits_of(v);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return 0x7fff;  // canonical NaN, as CUDA
-  // Round to nearest even on the 16 dropped bits.
-  uint32_t lsb = (x >> 16) & 1u;
-  x += 0x7fffu + lsb;
-  return uint16_t(x >> 16);
-}
-
 float f16_to_f32(uint16_t h) {
   uint32_t sign = uint32_t(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu;
@@ -157,16 +146,50 @@ uint8_t f32_to_e4m3(float v) {
 }
 }  // namespace conv
 
-double load_as_double(const void* data, DType t, size_t i) {
+void load_row_f32(const void* data, DType t, size_t begin, int64_t n, float* out) {
   switch (t) {
-    case DType::kF32: return static_cast<const float*>(data)[i];
-    case DType::kBF16: return conv::bf16_to_f32(static_cast<const uint16_t*>(data)[i]);
-    case DType::kF16: return conv::f16_to_f32(static_cast<const uint16_t*>(data)[i]);
-    case DType::kF8E4M3: return conv::e4m3_to_f32(static_cast<const uint8_t*>(data)[i]);
-    case DType::kI32: return static_cast<const int32_t*>(data)[i];
-    case DType::kI64: return double(static_cast<const int64_t*>(data)[i]);
+    case DType::kF32: std::memcpy(out, static_cast<const float*>(data) + begin, size_t(n) * 4); break;
+    case DType::kBF16: {
+      const uint16_t* p = static_cast<const uint16_t*>(data) + begin;
+      for (int64_t i = 0; i < n; ++i) out[i] = conv::bf16_to_f32(p[i]);
+      break;
+    }
+    case DType::kF16: {
+      const uint16_t* p = static_cast<const uint16_t*>(data) + begin;
+      for (int64_t i = 0; i < n; ++i) out[i] = conv::f16_to_f32(p[i]);
+      break;
+    }
+    case DType::kF8E4M3: {
+      const uint8_t* p = static_cast<const uint8_t*>(data) + begin;
+      for (int64_t i = 0; i < n; ++i) out[i] = conv::e4m3_to_f32(p[i]);
+      break;
+    }
+    default:
+      for (int64_t i = 0; i < n; ++i) out[i] = float(load_as_double(data, t, begin + size_t(i)));
+      break;
   }
-  return 0;
+}
+
+void store_row_f32(void* data, DType t, size_t begin, int64_t n, const float* v) {
+  switch (t) {
+    case DType::kF32: std::memcpy(static_cast<float*>(data) + begin, v, size_t(n) * 4); break;
+    case DType::kBF16: {
+      uint16_t* p = static_cast<uint16_t*>(data) + begin;
+      for (int64_t i = 0; i < n; ++i) p[i] = conv::f32_to_bf16(v[i]);
+      break;
+    }
+    case DType::kF16: {
+      uint16_t* p = static_cast<uint16_t*>(data) + begin;
+      for (int64_t i = 0; i < n; ++i) p[i] = conv::f32_to_f16(v[i]);
+      break;
+    }
+    case DType::kF8E4M3: {
+      uint8_t* p = static_cast<uint8_t*>(data) + begin;
+      for (int64_t i = 0; i < n; ++i) p[i] = conv::f32_to_e4m3(v[i]);
+      break;
+    }
+    default: break;  // integer dtypes hold no fp32 results
+  }
 }
 
 }  // namespace tilecraft

@@ -264,15 +264,19 @@ struct HostInputs {
 }  // namespace
 
 void generated_values(const GeneratedInput& g, uint64_t seed, int64_t begin, int64_t n, float* out) {
-  const float range = g.hi - g.lo;
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = std::fma(range, random_unit(seed, g.stream, uint64_t(begin + i)), g.lo);
-    switch (g.dtype) {
-      case DType::kBF16: out[i] = conv::bf16_to_f32(conv::f32_to_bf16(v)); break;
-      case DType::kF16: out[i] = conv::f16_to_f32(conv::f32_to_f16(v)); break;
-      case DType::kF8E4M3: out[i] = conv::e4m3_to_f32(conv::f32_to_e4m3(v)); break;
-      default: out[i] = v; break;
-    }
+  uniform_values(seed, g.stream, uint64_t(begin), n, g.lo, g.hi - g.lo, out);
+  // Rounded to the input's dtype and back, as the tensor holds them.
+  switch (g.dtype) {
+    case DType::kBF16:
+      for (int64_t i = 0; i < n; ++i) out[i] = conv::bf16_to_f32(conv::f32_to_bf16(out[i]));
+      break;
+    case DType::kF16:
+      for (int64_t i = 0; i < n; ++i) out[i] = conv::f16_to_f32(conv::f32_to_f16(out[i]));
+      break;
+    case DType::kF8E4M3:
+      for (int64_t i = 0; i < n; ++i) out[i] = conv::e4m3_to_f32(conv::f32_to_e4m3(out[i]));
+      break;
+    default: break;
   }
 }
 

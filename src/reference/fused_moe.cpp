@@ -2,10 +2,12 @@
 // rounds as written.
 #include "tilecraft/reference/fused_moe.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "tilecraft/parallel.h"
+#include "tilecraft/reference/fma_chain.h"
 
 namespace tilecraft::reference {
 
@@ -19,13 +21,7 @@ float round_to(float v, DType t) {
 
 namespace {
 // y[n] = sum_k a[k] * W[n, k], fp32 accumulation in k order.
-void matvec(const float* a, const float* W, float* y, int64_t N, int64_t Kd) {
-  for (int64_t n = 0; n < N; ++n) {
-    float acc = 0.f;
-    for (int64_t k = 0; k < Kd; ++k) acc = std::fma(a[k], W[n * Kd + k], acc);
-    y[n] = acc;
-  }
-}
+void matvec(const float* a, const float* W, float* y, int64_t N, int64_t Kd) { fma_dots(a, W, N, Kd, y); }
 }  // namespace
 
 void fused_moe_router_row(const float* x, const float* w_router, int64_t E, int64_t H, float* logits) {
@@ -46,12 +42,12 @@ void fused_moe_expert_row(const float* x, const float* wg, const float* wu, cons
 }
 
 void fused_moe_combine_row(const float* const* y, const float* w, int64_t K, int64_t H, DType act, float* out) {
-  for (int64_t h = 0; h < H; ++h) {
-    float acc = 0.f;
-    for (int64_t k = 0; k < K; ++k)
-      if (y[k]) acc = std::fma(y[k][h], w[k], acc);
-    out[h] = round_to(acc, act);
-  }
+  // out starts at zero and takes one slot's terms at a time (each element's
+  // FMAs still in k order).
+  std::fill(out, out + H, 0.f);
+  for (int64_t k = 0; k < K; ++k)
+    if (y[k]) fma_axpy(y[k], w[k], out, H);
+  for (int64_t h = 0; h < H; ++h) out[h] = round_to(out[h], act);
 }
 
 void fused_moe(const FusedMoeRef& r) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tilecraft/parallel.h"
+#include "tilecraft/reference/fma_chain.h"
 
 namespace tilecraft::reference {
 namespace {
@@ -54,7 +55,7 @@ void moe_grouped_gemm(const MoeGroupedGemmRef& r) {
       r.load_w(e, 1, wu.data());
     }
     parallel_for(int64_t(mine.size()), r.N * r.K * (r.gated ? 2 : 1), [&](int64_t b, int64_t end) {
-      std::vector<float> x(size_t(r.K));
+      std::vector<float> x(size_t(r.K)), g(size_t(r.N)), u(size_t(r.gated ? r.N : 0));
       for (int64_t i = b; i < end; ++i) {
         const int64_t row = mine[size_t(i)], src = grouped_gemm_source_row(r, row);
         const float scale = r.row_scale ? r.row_scale[row] : 1.0f;
@@ -63,17 +64,11 @@ void moe_grouped_gemm(const MoeGroupedGemmRef& r) {
           continue;
         }
         r.load_a(src, x.data());
+        fma_dots(x.data(), w.data(), r.N, r.K, g.data());
+        if (r.gated) fma_dots(x.data(), wu.data(), r.N, r.K, u.data());
         for (int64_t n = 0; n < r.N; ++n) {
-          const float* wn = w.data() + n * r.K;
-          float g = 0.f;
-          for (int64_t k = 0; k < r.K; ++k) g = std::fma(x[size_t(k)], wn[k], g);
-          float v = g;
-          if (r.gated) {
-            const float* un = wu.data() + n * r.K;
-            float u = 0.f;
-            for (int64_t k = 0; k < r.K; ++k) u = std::fma(x[size_t(k)], un[k], u);
-            v = g / (1.0f + std::exp(-g)) * u;
-          }
+          const float gn = g[size_t(n)];
+          const float v = r.gated ? gn / (1.0f + std::exp(-gn)) * u[size_t(n)] : gn;
           store(r.out, r.out_dtype, row * r.N + n, v * scale);
         }
       }
@@ -115,8 +110,9 @@ std::function<void(int64_t, int, float*)> weights_from_memory(const void* const*
                                                                bool kn, int64_t N, int64_t K) {
   return [=](int64_t e, int which, float* nk) {
     const void* m = (which ? w_up : w)[e];
+    if (!kn) return load_row_f32(m, t, 0, N * K, nk);
     for (int64_t n = 0; n < N; ++n)
-      for (int64_t k = 0; k < K; ++k) nk[n * K + k] = float(load_as_double(m, t, size_t(kn ? k * N + n : n * K + k)));
+      for (int64_t k = 0; k < K; ++k) nk[n * K + k] = float(load_as_double(m, t, size_t(k * N + n)));
   };
 }
 

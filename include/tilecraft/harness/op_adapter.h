@@ -86,6 +86,14 @@ struct F64Check {
   double max_excess = 0;  // max of |out - ref| / allowed; <= 1 passes
   int64_t num_failed = 0;
   int64_t first_failed = -1;
+  // Folds in the check of a later part of the output (parts checked apart,
+  // merged in order: first_failed stays the first in that order).
+  void merge(const F64Check& later) {
+    max_abs_err = std::max(max_abs_err, later.max_abs_err);
+    max_excess = std::max(max_excess, later.max_excess);
+    if (first_failed < 0) first_failed = later.first_failed;
+    num_failed += later.num_failed;
+  }
 };
 
 // A further timed region `bench` measures under the same protocol as the

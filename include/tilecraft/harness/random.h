@@ -24,6 +24,10 @@ inline float random_unit(uint64_t seed, uint64_t stream, uint64_t i) {
 }
 uint64_t hash_string(std::string_view s);  // stable across runs and machines
 
+// out[i] = lo + range * u for values begin .. begin + n - 1 of the stream, in
+// fp32 with one fused multiply-add (as the device generator computes them).
+void uniform_values(uint64_t seed, uint64_t stream, uint64_t begin, int64_t n, float lo, float range, float* out);
+
 // Fills a host tensor (any float dtype) with lo + (hi - lo) * u, rounded to its dtype.
 void fill_uniform(const TensorView& t, uint64_t seed, uint64_t stream, float lo, float hi);
 // The same values, generated on the device by a JIT kernel on `stream`.

@@ -45,7 +45,8 @@ void fused_moe_router_row(const float* x, const float* w_router, int64_t E, int6
 void fused_moe_expert_row(const float* x, const float* wg, const float* wu, const float* wd, int64_t H, int64_t I,
                           DType act, float* y);
 // out[h] = round(fma over k in order of y[k][h] * w[k]); y[k] already rounded,
-// null for a dropped slot.
+// null for a dropped slot; out is written from the first slot on, so it may
+// not be one of the y rows.
 void fused_moe_combine_row(const float* const* y, const float* w, int64_t K, int64_t H, DType act, float* out);
 
 }  // namespace tilecraft::reference

@@ -571,12 +571,7 @@ class FusedMoeAdapter final : public OpAdapter {
         }
       }
     });
-    for (const F64Check& pc : part) {
-      c.max_abs_err = std::max(c.max_abs_err, pc.max_abs_err);
-      c.max_excess = std::max(c.max_excess, pc.max_excess);
-      if (pc.num_failed && c.first_failed < 0) c.first_failed = pc.first_failed;
-      c.num_failed += pc.num_failed;
-    }
+    for (const F64Check& pc : part) c.merge(pc);
     return c;
   }
 

@@ -487,9 +487,7 @@ void moe_grouped_gemm_cpu(const MoeGroupedGemmArgs& a) {
   const auto u = a.w_up ? bases(*a.w_up) : std::vector<const void*>();
   reference::MoeGroupedGemmRef r{};
   const TensorView A = a.a;
-  r.load_a = [A, K](int64_t src, float* row) {
-    for (int64_t k = 0; k < K; ++k) row[k] = float(load_as_double(A.data, A.dtype, size_t(src * K + k)));
-  };
+  r.load_a = [A, K](int64_t src, float* row) { load_row_f32(A.data, A.dtype, size_t(src * K), K, row); };
   r.load_w = reference::weights_from_memory(w.data(), a.w_up ? u.data() : nullptr, a.a.dtype,
                                             a.w.layout == WeightLayout::kKN, N, K);
   r.gated = a.w_up.has_value();

@@ -201,31 +201,41 @@ class MoeReduceFusedAdapter final : public OpAdapter {
     parallel_for(r.T, r.H * r.K, [&](int64_t b, int64_t e) {
       reference::moe_reduce_fused_f64(r, ref.data(), bound.data(), b, e);
     });
+    // Each token's elements compared apart, merged in token order.
+    std::vector<F64Check> part(size_t(r.T));
+    parallel_for(r.T, r.H, [&](int64_t tb, int64_t te) {
+      for (int64_t t = tb; t < te; ++t) {
+        F64Check& pc = part[size_t(t)];
+        for (size_t i = size_t(t * r.H); i < size_t((t + 1) * r.H); ++i) {
+          double got = load_as_double(out.data, out.dtype, i);
+          double want = ref[i];
+          double allowed = bound[i];
+          if (out.dtype == DType::kF8E4M3) {
+            want = std::clamp(want, -448.0, 448.0);  // saturating cast
+            // Half an fp8 ulp (3-bit mantissa).
+            allowed += std::max(std::fabs(want) * 0.0625, 0.5 * std::ldexp(1.0, -9));
+          } else if (out.dtype != DType::kF32) {
+            // The output's rounding. (It was |want| 2^-11 over a floor of
+            // 6.1e-5: just under fp16's least normal 2^-14, so a subnormal
+            // output that rounded a tie away from the exact value failed by
+            // 0.03-0.06%; the random reduce draws found four in 28.8 million,
+            // GPU and CPU alike.)
+            allowed += half_ulp(out.dtype, want);
+          }
+          double err = std::fabs(got - want);
+          if (std::isnan(got)) err = INFINITY;
+          pc.max_abs_err = std::max(pc.max_abs_err, err);
+          double excess = allowed > 0 ? err / allowed : (err > 0 ? INFINITY : 0);
+          pc.max_excess = std::max(pc.max_excess, excess);
+          if (excess > 1) {
+            if (pc.first_failed < 0) pc.first_failed = int64_t(i);
+            ++pc.num_failed;
+          }
+        }
+      }
+    });
     F64Check c;
-    for (size_t i = 0; i < n; ++i) {
-      double got = load_as_double(out.data, out.dtype, i);
-      double want = ref[i];
-      double allowed = bound[i];
-      if (out.dtype == DType::kF8E4M3) {
-        want = std::clamp(want, -448.0, 448.0);  // saturating cast
-        allowed += std::max(std::fabs(want) * 0.0625, 0.5 * std::ldexp(1.0, -9));  // half an fp8 ulp (3-bit mantissa)
-      } else if (out.dtype != DType::kF32) {
-        // The output's rounding. (It was |want| 2^-11 over a floor of 6.1e-5:
-        // just under fp16's least normal 2^-14, so a subnormal output that
-        // rounded a tie away from the exact value failed by 0.03-0.06%; the
-        // random reduce draws found four in 28.8 million, GPU and CPU alike.)
-        allowed += half_ulp(out.dtype, want);
-      }
-      double err = std::fabs(got - want);
-      if (std::isnan(got)) err = INFINITY;
-      c.max_abs_err = std::max(c.max_abs_err, err);
-      double excess = allowed > 0 ? err / allowed : (err > 0 ? INFINITY : 0);
-      c.max_excess = std::max(c.max_excess, excess);
-      if (excess > 1) {
-        if (c.first_failed < 0) c.first_failed = int64_t(i);
-        ++c.num_failed;
-      }
-    }
+    for (const F64Check& pc : part) c.merge(pc);
     return c;
   }
 
