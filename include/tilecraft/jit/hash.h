@@ -1,6 +1,9 @@
 #pragma once
 // SHA-256 for cache keys: collisions between different kernels must not happen
-// in practice, and the key must be stable across processes and machines.
+// in practice, and the key must be stable across processes and machines. Also
+// the fingerprint of every output a test writes (gigabytes for the large
+// cases): x86-64 CPUs with the SHA extensions hash through them (several
+// times faster, the same digest).
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -16,7 +19,6 @@ class Sha256 {
   std::string hex();  // finalizes
 
  private:
-  void block(const uint8_t* p);
   uint32_t h_[8];
   uint8_t buf_[64];
   size_t buf_len_ = 0;
@@ -24,5 +26,12 @@ class Sha256 {
 };
 
 std::string sha256_hex(std::string_view data);
+
+namespace detail {
+// n whole 64-byte blocks into the state h, by the SHA extensions when
+// `accelerated` (only where sha256_accelerated()), else portably.
+void sha256_blocks(uint32_t h[8], const uint8_t* p, size_t n, bool accelerated);
+bool sha256_accelerated();  // this CPU has the SHA extensions (and SSE4.1)
+}  // namespace detail
 
 }  // namespace tilecraft::jit
