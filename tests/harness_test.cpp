@@ -155,8 +155,8 @@ TEST(Random, FillIsTheFormulaAtEveryElement) {
 }
 
 // Parts of a float64 check merged in order: the maxima, the failure count,
-// and the first failure of the earliest part that failed.
-TEST(F64Check, MergeKeepsTheFirstFailureInOrder) {
+// and the first failure of the earliest part that failed; and its elements.
+TEST(F64Check, ElementsAndPartsMergedInOrder) {
   F64Check c, clean, late, later;
   clean.max_abs_err = 0.5;
   clean.max_excess = 0.25;
@@ -172,6 +172,17 @@ TEST(F64Check, MergeKeepsTheFirstFailureInOrder) {
   EXPECT_EQ(c.max_excess, 7);
   EXPECT_EQ(c.num_failed, 3);
   EXPECT_EQ(c.first_failed, 40);
+
+  F64Check e;  // elements: at the bound passes, past it or NaN fails
+  e.add(0.5, 0.5, 0);
+  e.add(0.25, 1, 1);
+  EXPECT_EQ(e.num_failed, 0);
+  EXPECT_EQ(e.max_excess, 1);
+  e.add(0.75, 0.5, 2);
+  e.add(NAN, 1, 3);
+  EXPECT_EQ(e.num_failed, 2);
+  EXPECT_EQ(e.first_failed, 2);
+  EXPECT_EQ(e.max_abs_err, INFINITY);
 }
 
 TEST(Generator, RoutingShapesAndRecordedSeeds) {

@@ -86,6 +86,16 @@ struct F64Check {
   double max_excess = 0;  // max of |out - ref| / allowed; <= 1 passes
   int64_t num_failed = 0;
   int64_t first_failed = -1;
+  // One element: |out - ref| = err against its allowed error (> 0); a NaN
+  // error counts as infinite and fails.
+  void add(double err, double allowed, int64_t where) {
+    max_abs_err = std::max(max_abs_err, std::isnan(err) ? INFINITY : err);
+    max_excess = std::max(max_excess, std::isnan(err) ? INFINITY : err / allowed);
+    if (!(err <= allowed)) {
+      if (first_failed < 0) first_failed = where;
+      ++num_failed;
+    }
+  }
   // Folds in the check of a later part of the output (parts checked apart,
   // merged in order: first_failed stays the first in that order).
   void merge(const F64Check& later) {

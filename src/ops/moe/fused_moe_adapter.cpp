@@ -561,13 +561,7 @@ class FusedMoeAdapter final : public OpAdapter {
           const double got = load_as_double(out.at("out").data, L.act, size_t(t * L.H + h));
           const double allowed =
               bound[size_t(h)] + u_act * std::fabs(ref[size_t(h)]) + double(L.K) * eps + subnormal_step(L.act);
-          const double err = std::fabs(got - ref[size_t(h)]);
-          pc.max_abs_err = std::max(pc.max_abs_err, std::isnan(err) ? INFINITY : err);
-          pc.max_excess = std::max(pc.max_excess, std::isnan(err) ? INFINITY : err / allowed);
-          if (!(err <= allowed)) {
-            if (pc.first_failed < 0) pc.first_failed = t * L.H + h;
-            ++pc.num_failed;
-          }
+          pc.add(std::fabs(got - ref[size_t(h)]), allowed, t * L.H + h);
         }
       }
     });

@@ -165,14 +165,8 @@ F64Check check_rows_f64(const reference::MoeGroupedGemmRef& r, const std::vector
                                                                 r.gated ? wu.data() + n * r.K : nullptr, r.K, scale,
                                                                 &bound);
           const double got = load_as_double(out.data, out.dtype, size_t(row * r.N + n));
-          const double err = std::fabs(got - want);
           const double allowed = bound * (1 + ulp) + ulp * std::fabs(want) + subnormal_step(out.dtype);
-          pc.max_abs_err = std::max(pc.max_abs_err, std::isnan(err) ? INFINITY : err);
-          pc.max_excess = std::max(pc.max_excess, std::isnan(err) ? INFINITY : err / allowed);
-          if (!(err <= allowed)) {
-            if (pc.first_failed < 0) pc.first_failed = row * r.N + n;
-            ++pc.num_failed;
-          }
+          pc.add(std::fabs(got - want), allowed, row * r.N + n);
         }
       }
     });
