@@ -56,11 +56,11 @@ void moe_reduce_fused_f64(const MoeReduceFusedRef& r, double* out, double* err_b
       ++terms;
     }
     const double g = r.sf ? r.sf[0] : 1.0;
+    const int64_t row = (t - t_begin) * r.H;
     for (int64_t h = 0; h < r.H; ++h) {
-      out[t * r.H + h] = acc[size_t(h)] * g;
+      out[row + h] = acc[size_t(h)] * g;
       // (terms + 2) roundings of fp32 (scale product, each FMA, global scale).
-      err_bound[t * r.H + h] =
-          double(terms + 2) * kEps * (mag[size_t(h)] * std::fabs(g) + std::fabs(acc[size_t(h)] * g));
+      err_bound[row + h] = double(terms + 2) * kEps * (mag[size_t(h)] * std::fabs(g) + std::fabs(acc[size_t(h)] * g));
     }
   }
 }

@@ -21,7 +21,9 @@ struct MoeReduceFusedRef {
 void moe_reduce_fused_rows(const MoeReduceFusedRef& r, int64_t t_begin, int64_t t_end);
 
 // float64 evaluation of the same sum (no output cast) and a bound on the fp32
-// accumulation error of each element, for checking goldens independently.
+// accumulation error of each element, for checking goldens independently:
+// rows [t_begin, t_end) into out / err_bound from their first element (row
+// t_begin at 0), so a caller needs buffers for those rows only.
 void moe_reduce_fused_f64(const MoeReduceFusedRef& r, double* out, double* err_bound, int64_t t_begin,
                           int64_t t_end);
 

@@ -196,40 +196,43 @@ class MoeReduceFusedAdapter final : public OpAdapter {
   F64Check check_f64(const CaseData& d, const Tensors& outs) const override {
     const TensorView& out = outs.at("out");
     auto r = ref_of(d, out);
-    const size_t n = size_t(r.T * r.H);
-    std::vector<double> ref(n), bound(n);
-    parallel_for(r.T, r.H * r.K, [&](int64_t b, int64_t e) {
-      reference::moe_reduce_fused_f64(r, ref.data(), bound.data(), b, e);
-    });
-    // Each token's elements compared apart, merged in token order.
+    // Tokens in parallel, a block at a time: the float64 sums of a block, then
+    // its elements compared, each token's check merged in token order. (Its
+    // own element step, not F64Check::add: an allowed error of 0 is exact
+    // here, and a failure is an excess over 1.)
+    constexpr int64_t kBlock = 64;
     std::vector<F64Check> part(size_t(r.T));
-    parallel_for(r.T, r.H, [&](int64_t tb, int64_t te) {
-      for (int64_t t = tb; t < te; ++t) {
-        F64Check& pc = part[size_t(t)];
-        for (size_t i = size_t(t * r.H); i < size_t((t + 1) * r.H); ++i) {
-          double got = load_as_double(out.data, out.dtype, i);
-          double want = ref[i];
-          double allowed = bound[i];
-          if (out.dtype == DType::kF8E4M3) {
-            want = std::clamp(want, -448.0, 448.0);  // saturating cast
-            // Half an fp8 ulp (3-bit mantissa).
-            allowed += std::max(std::fabs(want) * 0.0625, 0.5 * std::ldexp(1.0, -9));
-          } else if (out.dtype != DType::kF32) {
-            // The output's rounding. (It was |want| 2^-11 over a floor of
-            // 6.1e-5: just under fp16's least normal 2^-14, so a subnormal
-            // output that rounded a tie away from the exact value failed by
-            // 0.03-0.06%; the random reduce draws found four in 28.8 million,
-            // GPU and CPU alike.)
-            allowed += half_ulp(out.dtype, want);
-          }
-          double err = std::fabs(got - want);
-          if (std::isnan(got)) err = INFINITY;
-          pc.max_abs_err = std::max(pc.max_abs_err, err);
-          double excess = allowed > 0 ? err / allowed : (err > 0 ? INFINITY : 0);
-          pc.max_excess = std::max(pc.max_excess, excess);
-          if (excess > 1) {
-            if (pc.first_failed < 0) pc.first_failed = int64_t(i);
-            ++pc.num_failed;
+    parallel_for(r.T, r.H * r.K, [&](int64_t tb, int64_t te) {
+      std::vector<double> ref(size_t(kBlock * r.H)), bound(ref.size());
+      for (int64_t t0 = tb; t0 < te; t0 += kBlock) {
+        const int64_t t1 = std::min(te, t0 + kBlock);
+        reference::moe_reduce_fused_f64(r, ref.data(), bound.data(), t0, t1);
+        for (int64_t t = t0; t < t1; ++t) {
+          F64Check& pc = part[size_t(t)];
+          for (int64_t h = 0; h < r.H; ++h) {
+            const size_t i = size_t(t * r.H + h), j = size_t((t - t0) * r.H + h);
+            const double got = load_as_double(out.data, out.dtype, i);
+            double want = ref[j], allowed = bound[j];
+            if (out.dtype == DType::kF8E4M3) {
+              want = std::clamp(want, -448.0, 448.0);  // saturating cast
+              // Half an fp8 ulp (3-bit mantissa).
+              allowed += std::max(std::fabs(want) * 0.0625, 0.5 * std::ldexp(1.0, -9));
+            } else if (out.dtype != DType::kF32) {
+              // The output's rounding. (It was |want| 2^-11 over a floor of
+              // 6.1e-5: just under fp16's least normal 2^-14, so a subnormal
+              // output that rounded a tie away from the exact value failed
+              // by 0.03-0.06%; the random reduce draws found four in 28.8
+              // million, GPU and CPU alike.)
+              allowed += half_ulp(out.dtype, want);
+            }
+            const double err = std::isnan(got) ? INFINITY : std::fabs(got - want);
+            const double excess = allowed > 0 ? err / allowed : (err > 0 ? INFINITY : 0);
+            pc.max_abs_err = std::max(pc.max_abs_err, err);
+            pc.max_excess = std::max(pc.max_excess, excess);
+            if (excess > 1) {
+              if (pc.first_failed < 0) pc.first_failed = int64_t(i);
+              ++pc.num_failed;
+            }
           }
         }
       }
