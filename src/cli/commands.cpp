@@ -136,11 +136,12 @@ Records compile_cases(const std::vector<Case>& cases, const Options& o, const st
   // draw's) has no kernels: it is said, and the others still compile.
   for (auto& rc : refused) {
     con.line(fmt::format("REFUSED {}: {}", rc.case_id, rc.error));
-    recs.push_back({{"kind", "compile"}, {"op", rc.op}, {"case_id", rc.case_id}, {"arch", arch}, {"options", ro.compile.str()},
-                    {"status", "refused"}, {"refused", true}, {"error", rc.error}});
+    recs.push_back({{"kind", "compile"}, {"op", rc.op}, {"case_id", rc.case_id}, {"arch", arch},
+                    {"options", ro.compile.str()}, {"status", "refused"}, {"refused", true}, {"error", rc.error}});
   }
-  con.line(fmt::format("{} kernels for {} ({} errors){}, cache dir {}", kernels, arch, errors,
-                       refused.empty() ? "" : fmt::format(", {} case{} refused", refused.size(), refused.size() == 1 ? "" : "s"),
+  const std::string refusals =
+      refused.empty() ? "" : fmt::format(", {} case{} refused", refused.size(), refused.size() == 1 ? "" : "s");
+  con.line(fmt::format("{} kernels for {} ({} errors){}, cache dir {}", kernels, arch, errors, refusals,
                        jit::disk_cache_enabled() ? jit::cache_dir() : "disabled"));
   return recs;
 }
