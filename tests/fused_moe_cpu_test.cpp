@@ -7,6 +7,7 @@
 #include <cstring>
 #include <deque>
 #include <set>
+#include <vector>
 
 #include "moe_test_args.h"
 #include "ops/moe/decode_split.h"
@@ -20,6 +21,7 @@
 #include "tilecraft/ops/fused_moe.h"
 #include "tilecraft/ops/moe_fused_mapping.h"
 #include "tilecraft/ops/moe_grouped_gemm.h"
+#include "tilecraft/reference/fused_moe.h"
 #include "tilecraft/runtime/device.h"
 #include "tilecraft/runtime/driver.h"
 
@@ -862,4 +864,85 @@ TEST(FusedMoeCpu, StackedWeightsMayLieApart) {
   g.w_up->stacked = wu.view();
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_cpu(g), ErrorKind::kInvalidArgument, "moe_grouped_gemm", "'w_up'",
                   "the expert stride of w (4096 elements)", "2048 elements");
+}
+
+// The CPU layer converts only the routed experts' matrices (a decode step of
+// a 256-expert model reads 8 of them): unrouted experts hold NaNs here and
+// must not reach the output, and the routed ones, packed, give the golden's
+// bits on its full fp32 stacks, in the race's per-expert [K, N] layout and
+// stacked [N, K] alike. Given routing with a dropped slot (-1).
+TEST(FusedMoeCpu, OnlyRoutedExpertsAreConverted) {
+  const int64_t T = 5, H = 48, I = 24, E = 8, K = 2;
+  const DType dt = DType::kF16;
+  const std::vector<int32_t> ids_v{6, 1, 3, 6, 1, -1, 3, 1, 6, 3};
+  const std::vector<float> w_v{0.7f, 0.3f, 0.5f, 0.5f, 1.0f, 0.2f, 0.6f, 0.4f, 0.25f, 0.75f};
+  const std::set<int32_t> routed{1, 3, 6};
+  HostTensor x(dt, {T, H}), wr(dt, {E, H}), ids(DType::kI32, {T, K}), w(DType::kF32, {T, K});
+  std::memcpy(ids.data(), ids_v.data(), ids.nbytes());
+  std::memcpy(w.data(), w_v.data(), w.nbytes());
+  harness::fill_uniform(x.view(), 43, 1, -1.f, 1.f);
+  harness::fill_uniform(wr.view(), 43, 2, -1.f, 1.f);
+  // fp32 [out, in] stacks of every expert for the golden; fp16 tensors for
+  // the layer, NaN (all ones) outside the routed experts.
+  const int64_t dims[3][2] = {{I, H}, {I, H}, {H, I}};
+  std::vector<std::vector<float>> f32(3);
+  std::vector<HostTensor> nk, kn;
+  std::vector<std::vector<HostTensor>> kn_per(3);
+  for (int m = 0; m < 3; ++m) {
+    const int64_t O = dims[m][0], In = dims[m][1];
+    nk.emplace_back(dt, Shape{E, O, In});
+    harness::fill_uniform(nk.back().view(), 43, uint64_t(10 + m), -0.5f, 0.5f);
+    f32[size_t(m)].resize(size_t(E * O * In));
+    for (int64_t e = 0; e < E; ++e) {
+      HostTensor t(dt, {In, O});
+      for (int64_t o = 0; o < O; ++o)
+        for (int64_t i = 0; i < In; ++i) {
+          const size_t src = size_t((e * O + o) * In + i);
+          f32[size_t(m)][src] = float(load_as_double(nk.back().data(), dt, src));
+          static_cast<uint16_t*>(t.data())[i * O + o] = static_cast<const uint16_t*>(nk.back().data())[src];
+        }
+      if (!routed.count(int32_t(e))) {
+        t.fill_bytes(0xff);
+        std::memset(static_cast<char*>(nk.back().data()) + size_t(e * O * In) * 2, 0xff, size_t(O * In) * 2);
+      }
+      kn_per[size_t(m)].push_back(std::move(t));
+    }
+  }
+  HostTensor want(dt, {T, H}), got(dt, {T, H});
+  std::vector<float> golden(size_t(T * H));
+  std::vector<float> xf(size_t(T * H));
+  for (int64_t i = 0; i < T * H; ++i) xf[size_t(i)] = float(load_as_double(x.data(), dt, size_t(i)));
+  std::vector<int32_t> ids_in = ids_v;
+  std::vector<float> w_in = w_v;
+  reference::FusedMoeRef r{xf.data(),   nullptr,       f32[0].data(), f32[1].data(), f32[2].data(), nullptr, golden.data(),
+                           ids_in.data(), w_in.data(), T,             H,             I,             E,       K};
+  r.act = dt;
+  r.given_routing = true;
+  reference::fused_moe(r);
+  double mass = 0;
+  for (int64_t i = 0; i < T * H; ++i) {
+    store_row_f32(want.data(), dt, size_t(i), 1, &golden[size_t(i)]);
+    mass += std::fabs(golden[size_t(i)]);
+  }
+  ASSERT_GT(mass, 1.0) << "the golden output is (nearly) zero";
+  ops::FusedMoeParams p;
+  p.top_k = int(K);
+  p.given_routing = true;
+  for (const bool per_expert_kn : {true, false}) {
+    ops::FusedMoeArgs a = stacked_layer_args(x.view(), wr.view(), nk[0].view(), nk[1].view(), nk[2].view(), got.view());
+    if (per_expert_kn) {
+      ops::ExpertWeights* ws[3] = {&a.w_gate, &a.w_up, &a.w_down};
+      for (int m = 0; m < 3; ++m) {
+        ws[m]->stacked.reset();
+        ws[m]->layout = ops::WeightLayout::kKN;
+        for (const HostTensor& t : kn_per[size_t(m)]) ws[m]->per_expert.push_back(t.view());
+      }
+    }
+    a.ids = ids.view();
+    a.weights = w.view();
+    got.fill_bytes(0xff);
+    ops::fused_moe_cpu(a, p);
+    EXPECT_EQ(std::memcmp(want.data(), got.data(), want.nbytes()), 0)
+        << (per_expert_kn ? "per-expert [K, N] weights" : "stacked [N, K] weights");
+  }
 }

@@ -50,22 +50,26 @@ void fused_moe_combine_row(const float* const* y, const float* w, int64_t K, int
   for (int64_t h = 0; h < H; ++h) out[h] = round_to(out[h], act);
 }
 
+void fused_moe_route(const FusedMoeRef& r, int32_t* ids, float* weights) {
+  std::vector<float> logits(size_t(r.T * r.E));
+  parallel_for(r.T, r.E * r.H, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t)
+      fused_moe_router_row(r.x + t * r.H, r.w_router, r.E, r.H, logits.data() + t * r.E);
+  });
+  MoeTopkGateRef gate{logits.data(), r.bias,       ids,         weights,     r.T,     r.E,
+                      r.K,           r.sigmoid_grouped, r.renormalize, r.n_group, r.topk_group, r.scale,
+                      r.round_scores};
+  moe_topk_gate_rows(gate, 0, r.T);
+}
+
 void fused_moe(const FusedMoeRef& r) {
   std::vector<int32_t> ids(size_t(r.T * r.K));
   std::vector<float> w(size_t(r.T * r.K));
   if (r.given_routing) {
     std::copy(r.ids, r.ids + r.T * r.K, ids.begin());
     std::copy(r.weights, r.weights + r.T * r.K, w.begin());
-  } else {  // router GEMM, then the gate golden
-    std::vector<float> logits(size_t(r.T * r.E));
-    parallel_for(r.T, r.E * r.H, [&](int64_t b, int64_t e) {
-      for (int64_t t = b; t < e; ++t)
-        fused_moe_router_row(r.x + t * r.H, r.w_router, r.E, r.H, logits.data() + t * r.E);
-    });
-    MoeTopkGateRef gate{logits.data(), r.bias,       ids.data(),   w.data(),     r.T,         r.E,
-                        r.K,           r.sigmoid_grouped, r.renormalize, r.n_group, r.topk_group, r.scale,
-                        r.round_scores};
-    moe_topk_gate_rows(gate, 0, r.T);
+  } else {
+    fused_moe_route(r, ids.data(), w.data());
   }
   // Experts, then the combine in k order.
   parallel_for(r.T, r.K * 3 * r.H * r.I, [&](int64_t b, int64_t e) {
@@ -76,9 +80,10 @@ void fused_moe(const FusedMoeRef& r) {
         const int64_t ex = ids[size_t(t * r.K + k)];
         rows[size_t(k)] = nullptr;
         if (ex < 0 || ex >= r.E) continue;  // a dropped slot contributes nothing
+        const int64_t s = r.expert_slot ? r.expert_slot[ex] : ex;
         float* yk = y.data() + k * r.H;
-        fused_moe_expert_row(r.x + t * r.H, r.w_gate + ex * r.I * r.H, r.w_up + ex * r.I * r.H,
-                             r.w_down + ex * r.H * r.I, r.H, r.I, r.act, yk);
+        fused_moe_expert_row(r.x + t * r.H, r.w_gate + s * r.I * r.H, r.w_up + s * r.I * r.H,
+                             r.w_down + s * r.H * r.I, r.H, r.I, r.act, yk);
         rows[size_t(k)] = yk;
       }
       fused_moe_combine_row(rows.data(), w.data() + t * r.K, r.K, r.H, r.act, r.out + t * r.H);

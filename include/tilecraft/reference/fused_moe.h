@@ -30,12 +30,20 @@ struct FusedMoeRef {
   int round_scores = 0;  // MoeTopkGateRef::round_to
   DType act = DType::kBF16;
   bool given_routing = false;  // skip router and gate: ids and weights are inputs
+  // Where expert e lies in w_gate / w_up / w_down: expert_slot[e] (null: at
+  // e). A caller that converts only the routed experts packs them; an expert
+  // with no slot (negative) must not be routed to.
+  const int64_t* expert_slot = nullptr;
 };
 
 // Rounds v to `t` and back (identity for fp32).
 float round_to(float v, DType t);
 
 void fused_moe(const FusedMoeRef& r);
+
+// The routing step of fused_moe alone (router GEMM, then the gate golden):
+// ids and weights [T, K]. Uses x, w_router, bias and the gate fields of r.
+void fused_moe_route(const FusedMoeRef& r, int32_t* ids, float* weights);
 
 // The layer's pieces for one token, as fused_moe composes them (the harness
 // uses them for goldens over sampled tokens of model-sized layers).

@@ -11,6 +11,7 @@
 #include "ops/moe/decode_split.h"
 #include "ops/moe/moe_grouped_gemm_common.h"
 #include "tilecraft/error.h"
+#include "tilecraft/parallel.h"
 #include "tilecraft/ops/moe_fused_mapping.h"
 #include "tilecraft/ops/moe_reduce_fused.h"
 #include "tilecraft/reference/fused_moe.h"
@@ -700,30 +701,15 @@ void fused_moe_cpu(const FusedMoeArgs& a, const FusedMoeParams& p) {
   const Dims d = dims_of(a, p);
   auto floats = [](const TensorView& t) {
     std::vector<float> v(size_t(t.numel()));
-    for (size_t i = 0; i < v.size(); ++i) v[i] = float(load_as_double(t.data, t.dtype, i));
+    load_row_f32(t.data, t.dtype, 0, t.numel(), v.data());
     return v;
   };
-  // Every expert matrix as fp32 in nn.Linear ([out, in]) order, stacked.
-  auto stack = [&](const ExpertWeights& w, int64_t out_dim, int64_t in_dim) {
-    std::vector<float> s(size_t(d.E * out_dim * in_dim));
-    const bool kn = w.layout == WeightLayout::kKN;
-    for (int64_t e = 0; e < d.E; ++e) {
-      const TensorView& t = w.stacked ? *w.stacked : w.per_expert[size_t(e)];
-      const size_t base = w.stacked ? size_t(e * w.expert_stride()) : 0;
-      for (int64_t o = 0; o < out_dim; ++o)
-        for (int64_t i = 0; i < in_dim; ++i)
-          s[size_t((e * out_dim + o) * in_dim + i)] =
-              float(load_as_double(t.data, t.dtype, base + size_t(kn ? i * out_dim + o : o * in_dim + i)));
-    }
-    return s;
-  };
   const auto x = floats(a.x), wr = floats(a.w_router);
-  const auto wg = stack(a.w_gate, d.I, d.H), wu = stack(a.w_up, d.I, d.H), wd = stack(a.w_down, d.H, d.I);
   const auto bias = a.bias ? floats(*a.bias) : std::vector<float>();
   std::vector<float> out(size_t(d.T * d.H));
   std::vector<int32_t> ids(size_t(d.T * d.K));
   std::vector<float> w(size_t(d.T * d.K));
-  reference::FusedMoeRef r{x.data(), wr.data(), wg.data(), wu.data(), wd.data(), a.bias ? bias.data() : nullptr,
+  reference::FusedMoeRef r{x.data(), wr.data(), nullptr, nullptr, nullptr, a.bias ? bias.data() : nullptr,
                            out.data(), ids.data(), w.data(), d.T, d.H, d.I, d.E, d.K};
   r.sigmoid_grouped = p.gate.mode == GateMode::kSigmoidGroupedTopk;
   r.renormalize = p.gate.renormalize;
@@ -732,16 +718,55 @@ void fused_moe_cpu(const FusedMoeArgs& a, const FusedMoeParams& p) {
   r.scale = p.gate.scale;
   r.round_scores = score_rounding(p.gate.score_dtype);
   r.act = a.x.dtype;
-  r.given_routing = p.given_routing;
   if (p.given_routing) {
     std::copy(a.ids->ptr<int32_t>(), a.ids->ptr<int32_t>() + d.T * d.K, ids.begin());
     std::copy(a.weights->ptr<float>(), a.weights->ptr<float>() + d.T * d.K, w.begin());
+  } else {
+    reference::fused_moe_route(r, ids.data(), w.data());
   }
+  r.given_routing = true;  // routed above: the golden runs the experts only
+
+  // Only the routed experts' matrices, as fp32 in nn.Linear ([out, in])
+  // order, packed: a decode step of a 256-expert model converts 8, not 256
+  // (the fp32 stacks of every expert of DeepSeek-V3 would take 45 GB).
+  std::vector<char> hit(size_t(d.E), 0);
+  for (int32_t e : ids)
+    if (e >= 0 && e < d.E) hit[size_t(e)] = 1;  // ids outside [0, E) are dropped slots
+  std::vector<int64_t> slot(size_t(d.E), -1), routed;
+  for (int64_t e = 0; e < d.E; ++e)
+    if (hit[size_t(e)]) {
+      slot[size_t(e)] = int64_t(routed.size());
+      routed.push_back(e);
+    }
+  auto pack = [&](const ExpertWeights& wt, int64_t out_dim, int64_t in_dim) {
+    std::vector<float> s(routed.size() * size_t(out_dim * in_dim));
+    const bool kn = wt.layout == WeightLayout::kKN;
+    parallel_for(int64_t(routed.size()), out_dim * in_dim, [&](int64_t b, int64_t e) {
+      std::vector<float> row(size_t(kn ? out_dim : 0));
+      for (int64_t i = b; i < e; ++i) {
+        const int64_t ex = routed[size_t(i)];
+        const TensorView& t = wt.stacked ? *wt.stacked : wt.per_expert[size_t(ex)];
+        const size_t base = wt.stacked ? size_t(ex * wt.expert_stride()) : 0;
+        float* m = s.data() + size_t(i * out_dim * in_dim);
+        if (!kn) {  // [out, in] already: one row-major block
+          load_row_f32(t.data, t.dtype, base, out_dim * in_dim, m);
+          continue;
+        }
+        for (int64_t k = 0; k < in_dim; ++k) {  // [in, out]: transpose row by row
+          load_row_f32(t.data, t.dtype, base + size_t(k * out_dim), out_dim, row.data());
+          for (int64_t o = 0; o < out_dim; ++o) m[size_t(o * in_dim + k)] = row[size_t(o)];
+        }
+      }
+    });
+    return s;
+  };
+  const auto wg = pack(a.w_gate, d.I, d.H), wu = pack(a.w_up, d.I, d.H), wd = pack(a.w_down, d.H, d.I);
+  r.w_gate = wg.data();
+  r.w_up = wu.data();
+  r.w_down = wd.data();
+  r.expert_slot = slot.data();
   reference::fused_moe(r);
-  for (size_t i = 0; i < out.size(); ++i) {
-    const uint16_t bits = a.x.dtype == DType::kBF16 ? conv::f32_to_bf16(out[i]) : conv::f32_to_f16(out[i]);
-    static_cast<uint16_t*>(a.out.data)[i] = bits;
-  }
+  store_row_f32(a.out.data, a.out.dtype, 0, int64_t(out.size()), out.data());
   if (a.ids && !p.given_routing) std::copy(ids.begin(), ids.end(), a.ids->ptr<int32_t>());
   if (a.weights && !p.given_routing) std::copy(w.begin(), w.end(), a.weights->ptr<float>());
 }
