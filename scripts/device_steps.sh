@@ -29,9 +29,12 @@ pack_logs() { (cd "$O" && tar czf logs.tgz l); }
 # apply` inside the copy: run in a subdirectory of the repository it skips,
 # silently, every path outside that directory, so session 52's first call
 # compared main with main. The copy is checked to differ from kernels/.)
+# Only the patch's files under kernels/ go into the copy (a patch may carry
+# the tests that land with it).
 patched_kernels() {
   KP=$PWD/.ab_kernels/$1; rm -rf "$KP"; mkdir -p "$KP"; cp -r kernels "$KP/"
-  if ! patch -s -p1 -d "$KP" --batch --forward < "$2"; then echo "PATCH $2 FAILED"
+  awk '/^diff --git /{keep = ($3 ~ /^a\/kernels\//)} keep' "$2" > "$KP/kernels.patch"
+  if ! patch -s -p1 -d "$KP" --batch --forward < "$KP/kernels.patch"; then echo "PATCH $2 FAILED"
   elif diff -rq kernels "$KP/kernels" > /dev/null; then echo "PATCH $2 CHANGED NOTHING"
   else echo "patch $2 applied: $(diff -rq kernels "$KP/kernels" | wc -l) file(s) differ"; fi
   export TILECRAFT_CACHE_DIR=$PWD/$B/patched_jit_cache
