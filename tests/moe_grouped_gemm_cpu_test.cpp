@@ -1257,3 +1257,28 @@ TEST(MoeGroupedGemmCpu, RowTokenMakesPaddingRowsZero) {
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(big, tma_a, 9, 132), ErrorKind::kInvalidArgument, "tma", "no row_token",
                   "a row_token");
 }
+
+// The mma.sync tile keeps its accumulators in registers: a split of warps
+// that would give a thread 256 of them (kilobytes of spills) is refused,
+// naming the keys; warps across N not given double until the tile fits,
+// and that kernel compiles for sm_90a without spills.
+TEST(MoeGroupedGemmCpu, MmaTilesKeepTheirAccumulatorsInRegisters) {
+  HostTensor a(DType::kBF16, {1024, 256}), w(DType::kBF16, {2, 512, 256}), idx(DType::kI32, {1024}),
+      out(DType::kBF16, {1024, 512}), tiles(DType::kI32, {8});
+  const ops::MoeGroupedGemmArgs gated = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view(), true);
+  const ops::MoeGroupedGemmArgs plain = gathered_args(a.view(), w.view(), out.view(), tiles.view(), idx.view());
+  ops::MoeGroupedGemmConfig over;
+  over.sm90 = 0, over.block_m = 128, over.block_n = 128, over.warps_m = 2, over.warps_n = 2;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(gated, over, 9), ErrorKind::kInvalidArgument, "moe_grouped_gemm",
+                  "'warps_m*warps_n'", "at most 128 fp32 accumulators", "got 256", "warps=2x2");
+  EXPECT_NE(ops::moe_grouped_gemm_config(plain, over, 9).str().find("warps=2x2"), std::string::npos);  // 128
+  over.warps_m = 1, over.warps_n = 0;  // N's warps chosen: 4 would give 256, so 8
+  const auto c = ops::moe_grouped_gemm_config(gated, over, 9);
+  EXPECT_NE(c.str().find("warps=1x8"), std::string::npos) << c.str();
+  const auto k = jit::compile(ops::moe_grouped_gemm_kernel_spec(gated, c), {}, "sm_90a");
+  EXPECT_EQ(k->resources.spill_store_bytes, 0) << c.str();
+  over.warps_m = 0, over.block_n = 256;  // gated 128 x 256: 16 warps of 128 accumulators each
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(gated, over, 9), ErrorKind::kInvalidArgument, "'block_m*block_n'",
+                  "64 with more", "got 128", "warps=2x8");
+  EXPECT_NE(ops::moe_grouped_gemm_config(plain, over, 9).str().find("warps=2x4"), std::string::npos);
+}

@@ -661,6 +661,20 @@ MoeGroupedGemmConfig choose_config(const MoeGroupedGemmArgs& a, const MoeGrouped
                std::to_string(c.warps_n));
   TC_CHECK_ARG(c.warps_m * c.warps_n <= 16, kOp, "warps_m*warps_n", "at most 16 warps",
                std::to_string(c.warps_m * c.warps_n));
+  // fp32 accumulators per thread, against the registers a thread may have
+  // (sm_90a, ptxas): with up to 8 warps, 128 take 226-232 registers and
+  // spill nothing, 256 (bm=128 bn=128 on 2x2 warps, gated) spill 1.2-18 KB;
+  // with 16 warps (128 registers a thread) 32 spill nothing, 64 spill 8-12
+  // bytes, 128 spill 5-6 KB. Warps across N not given double until the tile
+  // fits; a tile or split that does not fit is refused.
+  const auto accumulators = [&] { return c.block_m / c.warps_m * (c.block_n / c.warps_n) / 32 * (dual ? 2 : 1); };
+  const auto fits = [&] { return accumulators() <= (c.warps_m * c.warps_n <= 8 ? 128 : 64); };
+  while (!over.warps_n && !fits() && c.warps_m * c.warps_n * 2 <= 16 && c.block_n % (32 * c.warps_n) == 0)
+    c.warps_n *= 2;
+  TC_CHECK_ARG(fits(), kOp, over.warps_m || over.warps_n ? "warps_m*warps_n" : "block_m*block_n",
+               "at most 128 fp32 accumulators per thread with up to 8 warps, 64 with more: (block_m / warps_m) x "
+               "(block_n / warps_n) / 32, twice that gated",
+               fmt::format("{} for {}", accumulators(), c.str()));
   // A chosen depth gives way to a tile the overrides made large (128 x 256
   // gated: 240 KB at 3 stages); a depth given is taken as it is.
   while (!over.stages && c.stages > 2 && smem_bytes(c, dual) > kMaxSmem) --c.stages;
