@@ -316,7 +316,10 @@ TEST(MoeGroupedGemmCpu, LeanAKernelsCompileWithoutSpills) {
                        Form{true, true, 64, 0, 1, 0, 1, 0}, Form{false, false, 128, 1, 2, 0, 1, 0},
                        Form{true, false, 128, 1, 1, 2, 1, 0}, Form{true, false, 128, 1, 1, 0, 0, 1},
                        Form{false, true, 128, 1, 1, 0, 1, 1}, Form{true, true, 64, 1, 2, 0, 1, 1},
-                       Form{false, false, 64, 1, 1, 0, 0, 1}}) {
+                       Form{false, false, 64, 1, 1, 0, 0, 1},
+                       // cp.async weights (tma=0, the default for > 64 experts by
+                       // pointer): 128-row tiles, 128 gated and 256 plain columns
+                       Form{true, false, 128, 0, 1, 0, 1, 1}, Form{false, true, 128, 0, 1, 0, 1, 1}}) {
     HostTensor tiles(DType::kI32, {1024 / f.block_m});
     ops::MoeGroupedGemmArgs g =
         gathered_args(a.view(), (f.kn ? wkn : w).view(), out.view(), tiles.view(), idx.view(), f.gated);

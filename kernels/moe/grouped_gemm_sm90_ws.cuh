@@ -141,8 +141,12 @@ struct GroupedGemmSm90Ws {
   using Comb = GemmCombine<OutT, BM, BN>;
   // Register split (multiples of 8): 56 / 224, or where the combine may run
   // in the producer's warps 72 / 216 (its loads in flight spilled at 56).
-  static constexpr int kProducerRegs = kCombineOk ? 72 : 56;
-  static constexpr int kConsumerRegs = kCombineOk ? 216 : 224;
+  // With cp.async weights (no TMA) the producer's 128 threads compute every
+  // copy's address: at 56 they spilled 24-156 bytes (ptxas, sm_90a), so
+  // 72 / 216 for a gated pair (its consumers spill at 208) and 88 / 208 for
+  // a plain projection (its producer still spilled at 72).
+  static constexpr int kProducerRegs = kCombineOk ? 72 : TMA ? 56 : DUAL ? 72 : 88;
+  static constexpr int kConsumerRegs = kCombineOk ? 216 : TMA ? 224 : DUAL ? 216 : 208;
   static_assert(128 * (168 - kProducerRegs) == 256 * (kConsumerRegs - 168), "the register split must balance");
   static_assert(TMA || !TMA_C, "stores by TMA only with the weights by TMA (the launch that carries maps)");
   using Base = GroupedGemmSm90<T, OutT, BM, BN, STAGES, LAYOUT, DUAL, TABLE>;
