@@ -17,8 +17,9 @@ namespace tilecraft {
 using namespace harness;
 
 namespace {
-void expect_kernels_chosen(const std::string& op, const std::vector<std::string>& shapes,
-                           const std::map<std::string, int>& config = {}) {
+// fn(case) for every case of every --shape of op, under a trace naming the shape.
+template <typename Fn>
+void for_each_case(const std::string& op, const std::vector<std::string>& shapes, Fn fn) {
   const auto m = Manifest::load();
   for (const auto& text : shapes) {
     SCOPED_TRACE(op + " --shape '" + text + "'");
@@ -29,15 +30,21 @@ void expect_kernels_chosen(const std::string& op, const std::vector<std::string>
     std::vector<Case> cases;
     ASSERT_NO_THROW(cases = select_cases(m, s, storage));
     ASSERT_FALSE(cases.empty());
-    for (const auto& c : cases)
-      for (int cc : {9, 8}) {
-        RunOptions o;
-        o.cc_major = cc;
-        o.checked = true;
-        o.config = config;
-        EXPECT_NO_THROW(adapter_for(op).kernels(c, o)) << "sm_" << cc << "0, variant " << c.variant->name;
-      }
+    for (const auto& c : cases) fn(c);
   }
+}
+
+void expect_kernels_chosen(const std::string& op, const std::vector<std::string>& shapes,
+                           const std::map<std::string, int>& config = {}) {
+  for_each_case(op, shapes, [&](const Case& c) {
+    for (int cc : {9, 8}) {
+      RunOptions o;
+      o.cc_major = cc;
+      o.checked = true;
+      o.config = config;
+      EXPECT_NO_THROW(adapter_for(op).kernels(c, o)) << "sm_" << cc << "0, variant " << c.variant->name;
+    }
+  });
 }
 }  // namespace
 
@@ -69,29 +76,21 @@ TEST(RandomShapes, RoutingAndCombineAreValidAndGetKernels) {
 // settles on 72 registers with no cap given; not yet understood).
 TEST(RandomShapes, DefaultKernelsCompileWithoutSpills) {
   const uint64_t seed = test::random_shape_seed();
-  const auto m = Manifest::load();
   int kernels = 0;
   for (const auto& [op, shapes] : {std::pair{std::string("fused_moe"), harness::random_layer_shapes(seed, 48)},
                                    std::pair{std::string("moe_grouped_gemm"), harness::random_gemm_shapes(seed, 48)}})
-    for (const auto& text : shapes) {
-      SCOPED_TRACE(op + " --shape '" + text + "'");
-      Selection s;
-      s.op = op;
-      s.shapes = {text};
-      std::deque<WorkloadSpec> storage;
-      for (const auto& c : select_cases(m, s, storage)) {
-        RunOptions o;
-        o.cc_major = 9;
-        for (const auto& spec : adapter_for(op).kernels(c, o)) {
-          const auto k = jit::compile(spec, {}, "sm_90a");
-          const auto has = [&](const char* part) { return spec.config.find(part) != std::string::npos; };
-          const bool known = has(" mma bm=16 ") && has(" KN") && k->resources.spill_store_bytes <= 16;
-          EXPECT_TRUE(k->resources.spill_store_bytes == 0 || known)
-              << spec.config << ": " << k->resources.spill_store_bytes << " bytes spilled";
-          ++kernels;
-        }
+    for_each_case(op, shapes, [&, op = op](const Case& c) {
+      RunOptions o;
+      o.cc_major = 9;
+      for (const auto& spec : adapter_for(op).kernels(c, o)) {
+        const auto k = jit::compile(spec, {}, "sm_90a");
+        const auto has = [&](const char* part) { return spec.config.find(part) != std::string::npos; };
+        const bool known = has(" mma bm=16 ") && has(" KN") && k->resources.spill_store_bytes <= 16;
+        EXPECT_TRUE(k->resources.spill_store_bytes == 0 || known)
+            << spec.config << ": " << k->resources.spill_store_bytes << " bytes spilled";
+        ++kernels;
       }
-    }
+    });
   EXPECT_GT(kernels, 40);
 }
 
