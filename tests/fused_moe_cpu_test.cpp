@@ -886,7 +886,7 @@ TEST(FusedMoeCpu, OnlyRoutedExpertsAreConverted) {
   // the layer, NaN (all ones) outside the routed experts.
   const int64_t dims[3][2] = {{I, H}, {I, H}, {H, I}};
   std::vector<std::vector<float>> f32(3);
-  std::vector<HostTensor> nk, kn;
+  std::vector<HostTensor> nk;
   std::vector<std::vector<HostTensor>> kn_per(3);
   for (int m = 0; m < 3; ++m) {
     const int64_t O = dims[m][0], In = dims[m][1];
@@ -914,8 +914,8 @@ TEST(FusedMoeCpu, OnlyRoutedExpertsAreConverted) {
   for (int64_t i = 0; i < T * H; ++i) xf[size_t(i)] = float(load_as_double(x.data(), dt, size_t(i)));
   std::vector<int32_t> ids_in = ids_v;
   std::vector<float> w_in = w_v;
-  reference::FusedMoeRef r{xf.data(),   nullptr,       f32[0].data(), f32[1].data(), f32[2].data(), nullptr, golden.data(),
-                           ids_in.data(), w_in.data(), T,             H,             I,             E,       K};
+  reference::FusedMoeRef r{xf.data(),    nullptr,     f32[0].data(), f32[1].data(), f32[2].data(), nullptr,
+                           golden.data(), ids_in.data(), w_in.data(), T, H, I, E, K};
   r.act = dt;
   r.given_routing = true;
   reference::fused_moe(r);
