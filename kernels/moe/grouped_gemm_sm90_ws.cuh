@@ -142,7 +142,7 @@ struct GroupedGemmSm90Ws {
   // Register split (multiples of 8): 56 / 224, or where the combine may run
   // in the producer's warps 72 / 216 (its loads in flight spilled at 56).
   // With cp.async weights (no TMA) the producer's 128 threads compute every
-  // copy's address: at 56 they spilled 24-156 bytes (ptxas, sm_90a), so
+  // copy's address: at 56 they spilled 12-156 bytes (ptxas, sm_90a), so
   // 72 / 216 for a gated pair (its consumers spill at 208) and 88 / 208 for
   // a plain projection (its producer still spilled at 72).
   static constexpr int kProducerRegs = kCombineOk ? 72 : TMA ? 56 : DUAL ? 72 : 88;

@@ -111,8 +111,11 @@ std::function<void(int64_t, int, float*)> weights_from_memory(const void* const*
   return [=](int64_t e, int which, float* nk) {
     const void* m = (which ? w_up : w)[e];
     if (!kn) return load_row_f32(m, t, 0, N * K, nk);
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t k = 0; k < K; ++k) nk[n * K + k] = float(load_as_double(m, t, size_t(k * N + n)));
+    std::vector<float> row(static_cast<size_t>(N));  // [K, N]: one row of N at a time, transposed
+    for (int64_t k = 0; k < K; ++k) {
+      load_row_f32(m, t, size_t(k * N), N, row.data());
+      for (int64_t n = 0; n < N; ++n) nk[n * K + k] = row[size_t(n)];
+    }
   };
 }
 

@@ -15,6 +15,7 @@
 #include "tilecraft/ops/moe_reduce_fused.h"
 #include "tilecraft/parallel.h"
 #include "tilecraft/reference/fused_moe.h"
+#include "tilecraft/reference/moe_grouped_gemm.h"
 #include "tilecraft/runtime/device.h"
 #include "tilecraft/runtime/driver.h"
 
@@ -739,24 +740,12 @@ void fused_moe_cpu(const FusedMoeArgs& a, const FusedMoeParams& p) {
       routed.push_back(e);
     }
   auto pack = [&](const ExpertWeights& wt, int64_t out_dim, int64_t in_dim) {
+    const auto base = grouped_gemm::bases(wt);
+    const auto load = reference::weights_from_memory(base.data(), nullptr, a.x.dtype, wt.layout == WeightLayout::kKN,
+                                                     out_dim, in_dim);
     std::vector<float> s(routed.size() * size_t(out_dim * in_dim));
-    const bool kn = wt.layout == WeightLayout::kKN;
     parallel_for(int64_t(routed.size()), out_dim * in_dim, [&](int64_t b, int64_t e) {
-      std::vector<float> row(size_t(kn ? out_dim : 0));
-      for (int64_t i = b; i < e; ++i) {
-        const int64_t ex = routed[size_t(i)];
-        const TensorView& t = wt.stacked ? *wt.stacked : wt.per_expert[size_t(ex)];
-        const size_t base = wt.stacked ? size_t(ex * wt.expert_stride()) : 0;
-        float* m = s.data() + size_t(i * out_dim * in_dim);
-        if (!kn) {  // [out, in] already: one row-major block
-          load_row_f32(t.data, t.dtype, base, out_dim * in_dim, m);
-          continue;
-        }
-        for (int64_t k = 0; k < in_dim; ++k) {  // [in, out]: transpose row by row
-          load_row_f32(t.data, t.dtype, base + size_t(k * out_dim), out_dim, row.data());
-          for (int64_t o = 0; o < out_dim; ++o) m[size_t(o * in_dim + k)] = row[size_t(o)];
-        }
-      }
+      for (int64_t i = b; i < e; ++i) load(routed[size_t(i)], 0, s.data() + size_t(i * out_dim * in_dim));
     });
     return s;
   };
