@@ -298,6 +298,64 @@ TEST(GpuFusedMoe, DefaultPairsKeepTheBitsInAGraph) {
   expect_graph_replays_bits(L, s, ws, {}, want, 2);
 }
 
+namespace {
+// One view per expert of a stacked [E, R, C] tensor: weights by pointer.
+ops::ExpertWeights per_expert_views(const DeviceTensor& stacked) {
+  ops::ExpertWeights ew;
+  TensorView v = stacked.view();
+  const int64_t E = v.shape[0], R = v.shape[1], C = v.shape[2];
+  for (int64_t e = 0; e < E; ++e)
+    ew.per_expert.emplace_back(static_cast<char*>(v.data) + e * R * C * int64_t(dtype_size(v.dtype)), v.dtype,
+                               Shape{R, C}, v.device);
+  return ew;
+}
+}  // namespace
+
+// More experts by pointer than the launch parameters hold maps for (256
+// here): the GEMMs' TMA maps lie in global memory, rewritten before each
+// launch. The bits of the same weights stacked (the same tiles and MMAs;
+// only where the maps come from differs), eager and from a CUDA graph; a
+// second weight set (a copy) interleaved with the first on one stream
+// without a sync (two slots, each rewritten before its own launches); and
+// the cp.async weights (tma=0) the path took before.
+TEST(GpuFusedMoe, PerExpertPointersPastTheParamsKeepTheBits) {
+  TC_REQUIRE_GPU();
+  Layer L(4096, 256, 8, 97);
+  rt::Stream s;
+  ops::FusedMoeWorkspace ws;
+  ops::fused_moe(L.args(), L.params(), s.get(), &ws);
+  s.sync();
+  const HostTensor want = L.out.to_host();
+  ops::FusedMoeArgs by_ptr = L.args();
+  by_ptr.w_gate = per_expert_views(L.wg), by_ptr.w_up = per_expert_views(L.wu), by_ptr.w_down = per_expert_views(L.wd);
+  L.out.fill_bytes(0xff);
+  ops::fused_moe(by_ptr, L.params(), s.get(), &ws);
+  s.sync();
+  EXPECT_TRUE(same_bits(want, L.out.to_host())) << "per-expert pointers, eager";
+  expect_graph_replays_bits(L, s, ws, {}, want, 2, nullptr, &by_ptr);
+
+  // The copy through the host: the same bits at other addresses.
+  DeviceTensor wg2 = DeviceTensor::from_host(L.wg.to_host()), wu2 = DeviceTensor::from_host(L.wu.to_host()),
+               wd2 = DeviceTensor::from_host(L.wd.to_host()), out2(L.out.view().dtype, L.out.view().shape);
+  ops::FusedMoeArgs copy = by_ptr;
+  copy.w_gate = per_expert_views(wg2), copy.w_up = per_expert_views(wu2), copy.w_down = per_expert_views(wd2);
+  copy.out = out2.view();
+  for (int i = 0; i < 3; ++i) {
+    L.out.fill_bytes(0xff), out2.fill_bytes(0xff);
+    ops::fused_moe(by_ptr, L.params(), s.get(), &ws);
+    ops::fused_moe(copy, L.params(), s.get(), &ws);
+    s.sync();
+    EXPECT_TRUE(same_bits(want, L.out.to_host())) << "first weight set, round " << i;
+    EXPECT_TRUE(same_bits(want, out2.to_host())) << "second weight set, round " << i;
+  }
+  ops::FusedMoeOptions cp;
+  cp.gate_up.tma = 0, cp.down.tma = 0;
+  L.out.fill_bytes(0xff);
+  ops::fused_moe(by_ptr, L.params(), s.get(), &ws, cp);
+  s.sync();
+  EXPECT_TRUE(same_bits(want, L.out.to_host())) << "per-expert pointers, cp.async weights";
+}
+
 // Expert-aligned groups (group_align) only reorder tiles: the layer's bits
 // with groups of exactly 8, eager and from a graph, on DeepSeek-V3-like
 // prefill (256 experts at ~1 row tile each, gate/up on the default CTA

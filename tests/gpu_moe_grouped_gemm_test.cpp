@@ -118,6 +118,23 @@ TEST(GpuMoeGroupedGemm, CtaPairs) {
           << w << " persistent=" << persistent << " group_m=" << g;
 }
 
+// Past 64 experts by pointer the weights' TMA maps lie in global memory,
+// rewritten before each launch: [N, K] on 128-row tiles, [K, N] on 64-row
+// tiles (their schedules'), A gathered and by TMA (64-row tiles), CTA pairs,
+// each launch against the golden, the three workloads one after another
+// (their slots apart); and cp.async weights (tma=0) on the same cases.
+TEST(GpuMoeGroupedGemm, GlobalTensorMaps) {
+  TC_REQUIRE_GPU();
+  for (const auto& cfg : std::vector<std::map<std::string, int>>{
+           {}, {{"sm90", 2}, {"cluster", 2}, {"multicast", 1}}, {{"sm90", 2}, {"tma", 0}}})
+    for (const char* w :
+         {"many-experts-per-expert-ws", "many-experts-per-expert-ws-kn", "many-experts-per-expert-contiguous"}) {
+      std::string name = w;
+      for (const auto& [k, v] : cfg) name += " " + k + "=" + std::to_string(v);
+      EXPECT_EQ(test::expect_manifest_cases_pass("moe_grouped_gemm", DeviceType::kCUDA, w, cfg), 3) << name;
+    }
+}
+
 // Expert-aligned groups (group_align) against the golden on short experts
 // (32 experts at 1-2 row tiles each, so boundaries move): the
 // warp-specialised kernel (TMA weights) over the counter, the static walk

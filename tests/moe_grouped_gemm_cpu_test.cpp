@@ -233,10 +233,20 @@ TEST(MoeGroupedGemmCpu, WarpSpecialisedConfig) {
   g.w.stacked.reset();
   for (int e = 0; e < 65; ++e) many.emplace_back(DType::kBF16, Shape{512, 256});
   for (auto& t : many) g.w.per_expert.push_back(t.view());
+  // Past 64 experts by pointer the weights still come by TMA, their maps in
+  // global memory: the kernel's table is the large one (its launch carries
+  // two map pointers instead of the maps).
   over.tma = -1;
+  const auto cg = ops::moe_grouped_gemm_config(g, over, 9);
+  EXPECT_EQ(cg.tma, 1);
+  const auto spec_g = ops::moe_grouped_gemm_kernel_spec(g, cg);
+  EXPECT_EQ(spec_g.template_args[7], "512");  // TABLE
+  EXPECT_EQ(spec_g.template_args[8], "true");  // TMA
+  EXPECT_NE(spec_g.config.find("ptr-table512"), std::string::npos) << spec_g.config;
+  over.tma = 0;  // cp.async weights on request
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).tma, 0);
-  over.tma = 1;
-  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "tma", "65 expert tensors");
+  over.tma = 1, over.sm90 = 1;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "tma", "sm90=1");
 }
 
 // The warp-specialised kernel with its staged epilogue (32 KB of shared
@@ -317,8 +327,8 @@ TEST(MoeGroupedGemmCpu, LeanAKernelsCompileWithoutSpills) {
                        Form{true, false, 128, 1, 1, 2, 1, 0}, Form{true, false, 128, 1, 1, 0, 0, 1},
                        Form{false, true, 128, 1, 1, 0, 1, 1}, Form{true, true, 64, 1, 2, 0, 1, 1},
                        Form{false, false, 64, 1, 1, 0, 0, 1},
-                       // cp.async weights (tma=0, the default for > 64 experts by
-                       // pointer): 128-row tiles, 128 gated and 256 plain columns
+                       // cp.async weights (tma=0, on request): 128-row tiles, 128
+                       // gated and 256 plain columns
                        Form{true, false, 128, 0, 1, 0, 1, 1}, Form{false, true, 128, 0, 1, 0, 1, 1}}) {
     HostTensor tiles(DType::kI32, {1024 / f.block_m});
     ops::MoeGroupedGemmArgs g =
@@ -354,6 +364,42 @@ TEST(MoeGroupedGemmCpu, LeanAKernelsCompileWithoutSpills) {
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "lean_desc", "2");
   over.lean_desc = 1, over.sm90 = 1, over.tma = -1;
   TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, over, 9), ErrorKind::kInvalidArgument, "lean_desc", "warpgroups=2");
+}
+
+// Past 64 experts by pointer the warp-specialised kernel reads its weight
+// maps from global memory (tma_map_table.h): gated and plain, [N, K] and
+// [K, N], 64- and 128-row tiles, CTA pairs, A gathered or by TMA: each form
+// compiles for sm_90a spill-free with its wgmma groups pipelined, as does
+// the kernel that writes the maps (tensormap.replace, sm_90a).
+TEST(MoeGroupedGemmCpu, GlobalTensorMapKernelsCompileWithoutSpills) {
+  HostTensor a(DType::kBF16, {1024, 256}), out(DType::kBF16, {1024, 512}), idx(DType::kI32, {1024});
+  HostTensor nk(DType::kBF16, {512, 256}), kn(DType::kBF16, {256, 512});
+  struct Form {
+    bool gated, kn;
+    int block_m, tma, cluster;
+  };
+  for (const Form f : {Form{true, false, 128, 1, 1}, Form{false, true, 128, 1, 1}, Form{true, true, 64, 1, 1},
+                       Form{true, false, 128, 1, 2}, Form{false, false, 128, 2, 1}}) {
+    HostTensor tiles(DType::kI32, {1024 / f.block_m});
+    ops::MoeGroupedGemmArgs g;
+    g.a = a.view(), g.out = out.view(), g.tile_expert = tiles.view();
+    if (f.tma != 2) g.a_index = idx.view();
+    const ops::WeightLayout layout = f.kn ? ops::WeightLayout::kKN : ops::WeightLayout::kNK;
+    g.w.layout = layout;
+    for (int e = 0; e < 96; ++e) g.w.per_expert.push_back((f.kn ? kn : nk).view());
+    if (f.gated) g.w_up = g.w;
+    ops::MoeGroupedGemmConfig over;
+    over.sm90 = 2, over.block_m = f.block_m, over.tma = f.tma, over.cluster = f.cluster;
+    const auto c = ops::moe_grouped_gemm_config(g, over, 9);
+    SCOPED_TRACE(c.str());
+    const auto spec = ops::moe_grouped_gemm_kernel_spec(g, c);
+    EXPECT_EQ(spec.template_args[7], "512");
+    EXPECT_EQ(spec.template_args[8], "true");
+    expect_ws_kernel_clean(spec);
+  }
+  const jit::KernelSpec builder{"moe/tma_maps.cuh", "tc::moe::build_tma_maps_kernel", {}, "maps", true};
+  const auto k = jit::compile(builder, {}, "sm_90a");
+  EXPECT_EQ(k->resources.spill_store_bytes, 0);
 }
 
 // A gated projection of 8 experts over 1024 gathered rows (8 row tiles of
@@ -623,8 +669,9 @@ TEST(MoeGroupedGemmCpu, PairsChosenAroundOneTilePerExpert) {
 }
 
 // Experts of N * K >= 2^31 elements: the warp-specialised kernel with TMA
-// weights takes them; without TMA (over 64 per-expert tensors) the default
-// falls back to the sm90=1 kernel, and forcing sm90=2 names the limit.
+// weights takes them, stacked or by pointer (past 64 too); asked for
+// cp.async weights (tma=0) the default falls back to the sm90=1 kernel, and
+// forcing sm90=2 then names the limit.
 TEST(MoeGroupedGemmCpu, HugeExpertsPickAKernelThatAddressesThem) {
   const int64_t N = 65536, K = 65536, rows = 1024;
   ops::MoeGroupedGemmArgs g = gathered_args(shape_only(DType::kBF16, {rows, K}), shape_only(DType::kBF16, {2, N, K}),
@@ -637,10 +684,13 @@ TEST(MoeGroupedGemmCpu, HugeExpertsPickAKernelThatAddressesThem) {
   g.w.stacked.reset();
   for (int e = 0; e < 65; ++e) g.w.per_expert.push_back(shape_only(DType::kBF16, {N, K}));
   c = ops::moe_grouped_gemm_config(g, over, 9);
-  EXPECT_EQ(c.sm90, 1);
-  ops::MoeGroupedGemmConfig ws;
-  ws.sm90 = 2;
-  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, ws, 9), ErrorKind::kInvalidArgument, "sm90", "2^31");
+  EXPECT_EQ(c.sm90, 2);
+  EXPECT_EQ(c.tma, 1);
+  ops::MoeGroupedGemmConfig cp;
+  cp.tma = 0;
+  EXPECT_EQ(ops::moe_grouped_gemm_config(g, cp, 9).sm90, 1);
+  cp.sm90 = 2;
+  TC_EXPECT_ERROR(ops::moe_grouped_gemm_config(g, cp, 9), ErrorKind::kInvalidArgument, "sm90", "2^31");
 }
 
 // Split K: opt-in on the mma.sync kernel only; its kernel and the reduce

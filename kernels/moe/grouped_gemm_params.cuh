@@ -140,13 +140,37 @@ struct GroupedGemmTmaLaunch {
   TmaDesc map[2][N];
 };
 
+// At most this many experts by pointer get their maps in the launch
+// parameters (2 x 64 x 128 bytes = 16 KB; 128 gated experts would take the
+// whole 32 KB the parameters hold).
+constexpr int kParamMaps = 64;
+
+// More experts by pointer than kParamMaps: the maps lie in global memory,
+// maps[m][e] (m: 0 = the weights, 1 = `up`), written by build_tma_maps_kernel
+// (tma_maps.cuh) on the same stream before the launch; the kernel fences
+// each map it reads there (fence.proxy.tensormap) before its first copy.
+struct GroupedGemmTmaGlobalLaunch {
+  GroupedGemmParams p;
+  TmaDesc a_map;
+  TmaDesc c_map;
+  const TmaDesc* maps[2];
+};
+
 template <bool TMA, int N>
 struct GroupedGemmLaunchOf {
   using type = GroupedGemmLaunch<N>;
 };
+template <int N, bool GLOBAL = (N > kParamMaps)>
+struct GroupedGemmTmaLaunchOf {
+  using type = GroupedGemmTmaLaunch<N>;
+};
+template <int N>
+struct GroupedGemmTmaLaunchOf<N, true> {
+  using type = GroupedGemmTmaGlobalLaunch;
+};
 template <int N>
 struct GroupedGemmLaunchOf<true, N> {
-  using type = GroupedGemmTmaLaunch<N>;
+  using type = typename GroupedGemmTmaLaunchOf<N>::type;
 };
 
 }  // namespace tc::moe

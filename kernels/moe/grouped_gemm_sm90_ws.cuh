@@ -106,6 +106,9 @@ struct GroupedGemmSm90Ws {
   static_assert(TMA || !TMA_A, "A by TMA only with the weights by TMA");
   static_assert(CLUSTER == 1 || (CLUSTER == 2 && TMA), "CTA pairs share weights by TMA multicast only");
   static constexpr bool kPair = CLUSTER == 2;
+  // Weight maps in global memory (more experts by pointer than the
+  // parameters hold): see acquire_maps.
+  static constexpr bool kGlobalMaps = TMA && TABLE > kParamMaps;
   // STAGGER > 0: consumer warpgroup 1 starts once warpgroup 0 has issued its
   // first STAGGER k-steps, and the lag persists (both then share the tensor
   // pipe at one rate), so each one's epilogue runs under the other's MMAs.
@@ -144,9 +147,12 @@ struct GroupedGemmSm90Ws {
   // With cp.async weights (no TMA) the producer's 128 threads compute every
   // copy's address: at 56 they spilled 12-156 bytes (ptxas, sm_90a), so
   // 72 / 216 for a gated pair (its consumers spill at 208) and 88 / 208 for
-  // a plain projection (its producer still spilled at 72).
-  static constexpr int kProducerRegs = kCombineOk ? 72 : TMA ? 56 : DUAL ? 72 : 88;
-  static constexpr int kConsumerRegs = kCombineOk ? 216 : TMA ? 224 : DUAL ? 216 : 208;
+  // a plain projection (its producer still spilled at 72). With the weight
+  // maps in global memory the gated pairs' producer spilled 16 bytes at 56
+  // (the map pointers and the expert last acquired): 72 / 216 there.
+  static constexpr bool kLeanProducer = TMA && !(kGlobalMaps && kPair);
+  static constexpr int kProducerRegs = kCombineOk ? 72 : kLeanProducer ? 56 : TMA || DUAL ? 72 : 88;
+  static constexpr int kConsumerRegs = kCombineOk ? 216 : kLeanProducer ? 224 : TMA || DUAL ? 216 : 208;
   static_assert(128 * (168 - kProducerRegs) == 256 * (kConsumerRegs - 168), "the register split must balance");
   static_assert(TMA || !TMA_C, "stores by TMA only with the weights by TMA (the launch that carries maps)");
   using Base = GroupedGemmSm90<T, OutT, BM, BN, STAGES, LAYOUT, DUAL, TABLE>;
@@ -265,6 +271,28 @@ struct GroupedGemmSm90Ws {
     tma_load_3d(dst, map, c0, c1, c2, bar);
   }
 
+  // The map of matrix m (0, or 1 = `up`) for `expert`: in the parameters
+  // (one per expert, or one over the stacked experts) or in global memory.
+  static __device__ __forceinline__ const TmaDesc* weight_map(const Launch& L, int m, int expert) {
+    if constexpr (kGlobalMaps) return L.maps[m] + expert;
+    else return &L.map[m][TABLE ? expert : 0];
+  }
+
+  // Global maps were written by the previous kernel through the generic
+  // proxy (build_tma_maps_kernel, which released them); the thread that
+  // issues the copies acquires each for the tensormap proxy before its first
+  // copy of an expert (each time the expert changes: cheap next to a tile).
+  static __device__ __forceinline__ void acquire_maps(const Launch& L, int expert, int& fenced) {
+    if constexpr (kGlobalMaps) {
+      if (expert == fenced) return;
+      fenced = expert;
+#pragma unroll
+      for (int m = 0; m < kB; ++m)
+        asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(L.maps[m] + expert)
+                     : "memory");
+    }
+  }
+
   // Thread 0: the stage's weight boxes (and with TMA_A its A box, rows
   // row0.., zeros past a_rows) by TMA, counted on the full barrier, which
   // expects the whole stage whether the peer loads half of it (mc) or not.
@@ -272,16 +300,17 @@ struct GroupedGemmSm90Ws {
                                                    int k0, unsigned long long* bar, bool mc, unsigned rank) {
     mbar_arrive_expect_tx(bar, (TMA_A ? kABytes : 0) + kB * kBBytes);
     if constexpr (TMA_A) tma_load_3d(stage, &L.a_map, k0, row0, 0, bar);  // box [BM rows][64 k]
-    const int map = TABLE ? expert : 0, e = TABLE ? 0 : expert;
+    const int e = TABLE ? 0 : expert;
 #pragma unroll
     for (int m = 0; m < kB; ++m) {
       char* bs = stage + kABytes + m * kBBytes;
+      const TmaDesc* map = weight_map(L, m, expert);
       if constexpr (LAYOUT == 0) {
-        weight_box(bs, &L.map[m][map], k0, col0, e, bar, mc, rank, m);  // box [BN n][64 k]
+        weight_box(bs, map, k0, col0, e, bar, mc, rank, m);  // box [BN n][64 k]
       } else {
 #pragma unroll
         for (int blk = 0; blk < BN / 64; ++blk)  // boxes [64 k][64 n], 8 KB apart
-          weight_box(bs + blk * 8192, &L.map[m][map], col0 + blk * 64, k0, e, bar, mc, rank, m * (BN / 64) + blk);
+          weight_box(bs + blk * 8192, map, col0 + blk * 64, k0, e, bar, mc, rank, m * (BN / 64) + blk);
       }
     }
   }
@@ -540,6 +569,7 @@ struct GroupedGemmSm90Ws {
     const int kt = (p.K + kGemmBK - 1) / kGemmBK;
     const int wg = threadIdx.x / 128;
     unsigned g = 0;  // k-steps of this CTA so far, over all its units
+    int fenced = -1;  // the expert whose global maps the copying thread acquired last (acquire_maps)
     Work w;
     if (wg == 0) {  // producer
       // Registers: all 384 threads start with 168 (launch bounds); the
@@ -573,6 +603,7 @@ struct GroupedGemmSm90Ws {
           if (!any) continue;
           if (g == 0) trace_stamp_here(2);
           const bool mine = !kPair || w.mine;  // else a k-step walk without loads (the peer's tile is real)
+          if (mine) acquire_maps(L, w.tile.expert, fenced);
           for (int t = 0; t < kt; ++t, ++g) {
             const unsigned s = g % STAGES;
             if (g >= STAGES) mbar_wait(empty + s, (g / STAGES - 1) & 1u);
@@ -612,6 +643,7 @@ struct GroupedGemmSm90Ws {
           for (int m = 0; m < kB; ++m) b[m] = gemm_expert_weights<T, TABLE>(L, m, w.tile.expert);
         }
         const Plan plan = make_plan(p, src, w.tile.col0, threadIdx.x);
+        if (TMA && mine && threadIdx.x == 0) acquire_maps(L, w.tile.expert, fenced);
         for (int t = 0; t < kt; ++t, ++g) {
           const unsigned s = g % STAGES;
           if (g >= STAGES) mbar_wait(empty + s, (g / STAGES - 1) & 1u);  // CTA scope: see release_slot

@@ -115,7 +115,8 @@ struct MoeGroupedGemmArgs {
 // 0 = the mma.sync kernel, -1 = choose. tma (warp-specialised kernel only):
 // 1 = weights by TMA tensor copies, 2 = A too (only without a_index: rows in
 // layout order), 0 = everything by cp.async, -1 = TMA where it applies
-// (stacked weights, or at most 64 experts given per pointer).
+// (wherever rows are 16-byte aligned; past 64 experts given per pointer the
+// maps lie in global memory, written by a small kernel before each launch).
 struct MoeGroupedGemmConfig {
   int block_m = 0, block_n = 0, stages = 0, warps_m = 0, warps_n = 0;
   int sm90 = -1;

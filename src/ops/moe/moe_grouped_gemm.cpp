@@ -16,6 +16,7 @@
 #include "ops/moe/launch_counters.h"
 #include "ops/moe/moe_grouped_gemm_common.h"
 #include "ops/moe/tma_map.h"
+#include "ops/moe/tma_map_table.h"
 #include "tilecraft/error.h"
 #include "tilecraft/jit/jit.h"
 #include "tilecraft/jit/op_kernel_cache.h"
@@ -246,12 +247,16 @@ void encode_weight_map(tc::moe::TmaDesc& d, const void* base, DType dtype, Weigh
 
 // Fills the TMA launch parameter (maps for the gate and, when gated, the up
 // weights; with tma = 2 also A, [a_rows, K] in [block_m][64] boxes) and hands
-// it to `launch`.
+// it to `launch`. More experts by pointer than the parameters hold
+// (table > kParamMaps): the weight maps go to global memory, written on
+// `stream` just before.
 template <typename Launch>
 void launch_tma(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c, const tc::moe::GroupedGemmParams& p,
-                int table, const Launch& launch) {
+                int table, CUstream stream, const jit::CompileOptions& compile, const Launch& launch) {
   const int64_t N = a.out.shape[1], K = a.a.shape[1], matrix_bytes = N * K * 2;
-  auto fill = [&](auto& L) {
+  const ExpertWeights* w[2] = {&a.w, a.w_up ? &*a.w_up : nullptr};
+  auto fill_common = [&](auto& L) {
+    std::memset(&L, 0, sizeof(L));
     L.p = p;
     const int64_t a_rows = a.a.shape[0];
     if (c.tma == 2) encode_tma_map(L.a_map, a.a.data, a.a.dtype, {K, a_rows, 1}, {K * 2, a_rows * K * 2}, {kBK, c.block_m});
@@ -260,7 +265,24 @@ void launch_tma(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c, cons
       encode_tma_map(L.c_map, a.out.data, a.out.dtype, {N, M, 1}, {row_bytes, M * row_bytes},
                      {int(128 / dtype_size(a.out.dtype)), 64});
     }
-    const ExpertWeights* w[2] = {&a.w, a.w_up ? &*a.w_up : nullptr};
+  };
+  if (table > tc::moe::kParamMaps) {
+    tc::moe::GroupedGemmTmaGlobalLaunch L;
+    fill_common(L);
+    tc::moe::TmaDesc tmpl[2] = {};
+    std::vector<const void*> ptrs[2];
+    const int mats = w[1] ? 2 : 1;
+    for (int m = 0; m < mats; ++m) {
+      encode_weight_map(tmpl[m], w[m]->per_expert[0].data, a.a.dtype, a.w.layout, N, K, 1, matrix_bytes, c.block_n);
+      ptrs[m] = bases(*w[m]);
+    }
+    const DeviceWeightMaps maps = device_weight_maps(tmpl, ptrs, mats, a.a.device.index, stream, compile, kOp);
+    L.maps[0] = maps.maps[0], L.maps[1] = maps.maps[1];
+    launch(&L);  // under maps.hold
+    return;
+  }
+  auto fill = [&](auto& L) {
+    fill_common(L);
     for (int m = 0; m < 2 && w[m]; ++m) {
       if (w[m]->stacked)
         encode_weight_map(L.map[m][0], w[m]->stacked->data, a.a.dtype, a.w.layout, N, K, w[m]->num_experts(),
@@ -272,30 +294,26 @@ void launch_tma(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c, cons
     }
     launch(&L);
   };
-  auto fill_table = [&](auto& L) {
-    std::memset(&L, 0, sizeof(L));
-    fill(L);
-  };
   switch (table) {
     case 0: {
       tc::moe::GroupedGemmTmaLaunch<1> L;
-      return fill_table(L);
+      return fill(L);
     }
     case 8: {
       tc::moe::GroupedGemmTmaLaunch<8> L;
-      return fill_table(L);
+      return fill(L);
     }
     case 16: {
       static thread_local tc::moe::GroupedGemmTmaLaunch<16> L;  // 4 KB and up: off the stack
-      return fill_table(L);
+      return fill(L);
     }
     case 32: {
       static thread_local tc::moe::GroupedGemmTmaLaunch<32> L;
-      return fill_table(L);
+      return fill(L);
     }
     default: {
       static thread_local tc::moe::GroupedGemmTmaLaunch<kSmallTable> L;
-      return fill_table(L);
+      return fill(L);
     }
   }
 }
@@ -449,7 +467,7 @@ void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGro
     if (c.k_splits > 1) launch_split_reduce(a, c, p, stream, o.compile);
   };
   if (c.tma >= 1) {  // warp-specialised kernel: never split
-    launch_tma(a, c, p, table, launch_main);
+    launch_tma(a, c, p, table, stream, o.compile, launch_main);
     return;
   }
   if (table == 0) {

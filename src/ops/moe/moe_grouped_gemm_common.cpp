@@ -40,16 +40,19 @@ bool vector_ok(const MoeGroupedGemmArgs& a) {
   return weights_aligned16(a.w) && (!a.w_up || weights_aligned16(*a.w_up));
 }
 
-// TMA weights: the maps travel in the launch parameters (one per expert
-// matrix when given per pointer: 64 experts x 2 matrices x 128 bytes = 16 KB);
-// strides are multiples of 16 bytes whenever vector_ok holds.
-bool tma_ok(const MoeGroupedGemmArgs& a) { return vector_ok(a) && table_size(a) <= kSmallTable; }
+// TMA weights: strides are multiples of 16 bytes whenever vector_ok holds.
+// The maps travel in the launch parameters (one per expert matrix when given
+// per pointer: 64 experts x 2 matrices x 128 bytes = 16 KB), or past 64
+// experts by pointer in global memory (tma_map_table.h).
+bool tma_ok(const MoeGroupedGemmArgs& a) { return vector_ok(a); }
 
 // Entries of the launch's table: pointers (table_size), or for TMA weights
 // maps sized to the experts (8, 16, 32 or 64: 128 bytes per map and matrix,
-// so the race's 8 experts launch with 2 KB of maps, not 16 KB).
+// so the race's 8 experts launch with 2 KB of maps, not 16 KB), or past 64
+// experts kLargeTable (the maps in global memory).
 int launch_table(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c) {
   if (c.tma < 1 || a.w.stacked) return table_size(a);
+  if (a.w.num_experts() > tc::moe::kParamMaps) return kLargeTable;
   int n = 8;
   while (n < a.w.num_experts()) n *= 2;
   return n;

@@ -501,8 +501,9 @@ MoeGroupedGemmConfig choose_config(const MoeGroupedGemmArgs& a, const MoeGrouped
   // where they apply): race case 1 gate/up 14.3 -> 12.4 ms, down 7.9 -> 6.6 ms
   // against the sm90=1 kernel on the H200 (docs/perf/fused_moe.md, v6).
   // Without TMA weights the warp-specialised kernel keeps B chunk offsets
-  // inside one expert's matrix in 32 bits; such shapes default to sm90=1.
-  const bool ws_ok = tma_ok(a) || N * a.a.shape[1] < (int64_t(1) << 31);
+  // inside one expert's matrix in 32 bits; such shapes default to sm90=1
+  // (where tma=0 was asked for).
+  const bool ws_ok = (tma_ok(a) && over.tma != 0) || N * a.a.shape[1] < (int64_t(1) << 31);
   // 64-row tile schedules (from 9 rows per expert up where the
   // warp-specialised kernel applies, moe_grouped_gemm_block_m): that kernel
   // too. Without a schedule (one group of at most 64 rows: the layer's
@@ -516,8 +517,8 @@ MoeGroupedGemmConfig choose_config(const MoeGroupedGemmArgs& a, const MoeGrouped
                "0 (cp.async), 1 (weights by TMA), 2 (weights and A by TMA) or -1 (choose)", std::to_string(over.tma));
   TC_CHECK_ARG(
       over.tma < 1 || (c.sm90 == 2 && tma_ok(a)), kOp, "tma",
-      "TMA only in the warp-specialised kernel (sm90=2), with stacked weights or at most 64 per-expert tensors",
-      fmt::format("sm90={}, {} expert tensors", c.sm90, a.w.stacked ? 0 : a.w.per_expert.size()));
+      "TMA only in the warp-specialised kernel (sm90=2), with 16-byte aligned rows",
+      fmt::format("sm90={}, rows {}16-byte aligned", c.sm90, vector_ok(a) ? "" : "not "));
   TC_CHECK_ARG(over.k_splits >= 0 && over.k_splits <= 64, kOp, "k_splits", "0 (choose) or 1..64",
                std::to_string(over.k_splits));
   TC_CHECK_ARG(over.k_splits <= 1 || c.sm90 == 0, kOp, "k_splits", "a split K only for the mma.sync kernel (sm90=0)",

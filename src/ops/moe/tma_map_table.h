@@ -1,0 +1,38 @@
+#pragma once
+// Tensor maps in global memory for the warp-specialised grouped GEMM when
+// more experts come by pointer than the launch parameters hold
+// (tc::moe::kParamMaps): a slot per weight set, rewritten by a small kernel
+// on the caller's stream before each launch that reads it.
+#include <cuda.h>
+
+#include <mutex>
+#include <vector>
+
+#include "moe/grouped_gemm_params.cuh"
+#include "tilecraft/jit/options.h"
+
+namespace tilecraft::ops {
+
+struct DeviceWeightMaps {
+  const tc::moe::TmaDesc* maps[2] = {nullptr, nullptr};  // [experts] of each matrix
+  // Held until the GEMM that reads the slot is launched: a slot is only ever
+  // handed to another weight set after a device synchronisation, which must
+  // not fall between this call and that launch.
+  std::unique_lock<std::mutex> hold;
+};
+
+// The maps of `bases[m][e]` for m < mats (1, or 2 for a gated pair), each
+// `tmpl[m]` (expert 0's map) with its address replaced, in global memory on
+// `device`, written by a kernel launched on `stream` now. A slot's bytes are
+// a function of its weight set alone, so a launch on another stream that
+// rewrites them while this one reads changes nothing. Slots used while
+// `stream` is capturing are kept for the life of the process (the graph
+// rewrites and reads them at each replay); others are reclaimed, after a
+// device synchronisation, when the table is full (many weight sets of a
+// short life, e.g. random draws). Throws, naming `op`, when a capture finds
+// the table full.
+DeviceWeightMaps device_weight_maps(const tc::moe::TmaDesc (&tmpl)[2], const std::vector<const void*> (&bases)[2],
+                                    int mats, int device, CUstream stream, const jit::CompileOptions& compile,
+                                    const char* op);
+
+}  // namespace tilecraft::ops
