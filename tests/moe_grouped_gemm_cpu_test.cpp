@@ -392,14 +392,24 @@ TEST(MoeGroupedGemmCpu, GlobalTensorMapKernelsCompileWithoutSpills) {
     over.sm90 = 2, over.block_m = f.block_m, over.tma = f.tma, over.cluster = f.cluster;
     const auto c = ops::moe_grouped_gemm_config(g, over, 9);
     SCOPED_TRACE(c.str());
-    const auto spec = ops::moe_grouped_gemm_kernel_spec(g, c);
-    EXPECT_EQ(spec.template_args[7], "512");
-    EXPECT_EQ(spec.template_args[8], "true");
-    expect_ws_kernel_clean(spec);
+    const auto specs = ops::moe_grouped_gemm_kernel_specs(g, c);  // the maps' kernel, then the GEMM
+    ASSERT_EQ(specs.size(), 2u);
+    EXPECT_EQ(specs[0].function, "tc::moe::build_tma_maps_kernel");
+    EXPECT_TRUE(specs[0].waits_for_previous_grid);
+    const auto k = jit::compile(specs[0], {}, "sm_90a");
+    EXPECT_EQ(k->resources.spill_store_bytes, 0);
+    EXPECT_EQ(specs[1].template_args[7], "512");
+    EXPECT_EQ(specs[1].template_args[8], "true");
+    expect_ws_kernel_clean(specs[1]);
   }
-  const jit::KernelSpec builder{"moe/tma_maps.cuh", "tc::moe::build_tma_maps_kernel", {}, "maps", true};
-  const auto k = jit::compile(builder, {}, "sm_90a");
-  EXPECT_EQ(k->resources.spill_store_bytes, 0);
+  // Up to 64 experts by pointer the maps stay in the launch parameters.
+  ops::MoeGroupedGemmArgs g;
+  HostTensor tiles(DType::kI32, {8});
+  g.a = a.view(), g.out = out.view(), g.tile_expert = tiles.view(), g.a_index = idx.view();
+  for (int e = 0; e < 64; ++e) g.w.per_expert.push_back(nk.view());
+  const auto specs = ops::moe_grouped_gemm_kernel_specs(g, ops::moe_grouped_gemm_config(g, {}, 9));
+  ASSERT_EQ(specs.size(), 1u);
+  EXPECT_EQ(specs[0].template_args[7], "64");
 }
 
 // A gated projection of 8 experts over 1024 gathered rows (8 row tiles of

@@ -24,7 +24,12 @@ fi
 if has bench; then
   run bench_pe 90 $B/tilecraft bench --op fused_moe --shape "$PE" --warmup 2 --repeat 10 --scopes gate_up,down,experts --vs-config tma=0
   run bench_st 60 $B/tilecraft bench --op fused_moe --shape "$ST" --warmup 2 --repeat 10 --scopes gate_up,down,experts
-  for f in bench_pe bench_st; do grep -E "^    [a-z_@]+ +median" $OUT/$f.log | sed -E 's/ +\(.*//' | cut -c1-150; done
+  # Mid T, where the maps' kernel before each GEMM weighs most: by pointer against stacked.
+  for t in 256 64; do
+    run bench_pe$t 60 $B/tilecraft bench --op fused_moe --shape "${PE/T=4096/T=$t}" --warmup 2 --repeat 20 --scopes gate_up,down,experts --vs-config tma=0
+    run bench_st$t 60 $B/tilecraft bench --op fused_moe --shape "${ST/T=4096/T=$t}" --warmup 2 --repeat 20 --scopes gate_up,down,experts
+  done
+  for f in bench_pe bench_st bench_pe256 bench_st256 bench_pe64 bench_st64; do echo "$f:" grep -E "^    [a-z_@]+ +median" $OUT/$f.log | sed -E 's/ +\(.*//' | cut -c1-150; done
 fi
 if has suite; then
   run gpu_suite 240 ctest --test-dir $B -L gpu -j 6

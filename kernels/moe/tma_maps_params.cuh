@@ -7,6 +7,7 @@ namespace tc::moe {
 
 // Most experts by pointer a grouped GEMM takes (kLargeTable on the host).
 constexpr int kMaxMapExperts = 512;
+constexpr int kTmaMapsThreads = 128;  // per block, one map each
 
 struct TmaMapsBuild {
   TmaDesc tmpl[2];                     // expert 0's map of each matrix

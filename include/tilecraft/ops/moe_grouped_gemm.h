@@ -311,6 +311,10 @@ int listing_cc_major(int asked, int device);
 jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c);
 // The second kernel of a split-K launch (c.k_splits > 1): sums the slices.
 jit::KernelSpec moe_grouped_gemm_split_reduce_spec(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c);
+// Every kernel one launch runs: the GEMM, and the split-K reduce after it or
+// the kernel that writes the weight maps before it (TMA weights of more than
+// 64 experts by pointer).
+std::vector<jit::KernelSpec> moe_grouped_gemm_kernel_specs(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c);
 
 void validate_moe_grouped_gemm(const MoeGroupedGemmArgs& a, DeviceType backend);
 void moe_grouped_gemm(const MoeGroupedGemmArgs& a, CUstream stream, const MoeGroupedGemmOptions& o = {});

@@ -574,8 +574,7 @@ std::vector<jit::KernelSpec> fused_moe_kernel_specs(const FusedMoeArgs& a, const
   const int sms = sm_count > 0 ? sm_count : sm_count_if_gpu(a.x.device.index);  // split-K choices depend on it
   auto add_gemm = [&](const MoeGroupedGemmArgs& args, const MoeGroupedGemmConfig& over) {
     const MoeGroupedGemmConfig c = moe_grouped_gemm_config(args, over, cc, sms);
-    specs.push_back(moe_grouped_gemm_kernel_spec(args, c));
-    if (c.k_splits > 1) specs.push_back(moe_grouped_gemm_split_reduce_spec(args, c));
+    for (auto& s : moe_grouped_gemm_kernel_specs(args, c)) specs.push_back(s);
   };
   auto add_projection = [&](bool gate_up, const MoeGroupedGemmArgs& args, const MoeGroupedGemmConfig& over) {
     in_projection(gate_up, [&] { add_gemm(args, over); });

@@ -198,6 +198,14 @@ jit::KernelSpec moe_grouped_gemm_split_reduce_spec(const MoeGroupedGemmArgs& a, 
           true};
 }
 
+std::vector<jit::KernelSpec> moe_grouped_gemm_kernel_specs(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c) {
+  std::vector<jit::KernelSpec> specs;
+  if (c.tma >= 1 && launch_table(a, c) > tc::moe::kParamMaps) specs.push_back(tma_maps_kernel_spec());
+  specs.push_back(moe_grouped_gemm_kernel_spec(a, c));
+  if (c.k_splits > 1) specs.push_back(moe_grouped_gemm_split_reduce_spec(a, c));
+  return specs;
+}
+
 // The split-K reduce: sums the slices of every valid row in order, then the
 // GEMM's epilogue; one thread per output pair.
 void launch_split_reduce(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c, const tc::moe::GroupedGemmParams& p,

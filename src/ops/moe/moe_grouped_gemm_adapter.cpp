@@ -163,9 +163,7 @@ class MoeGroupedGemmAdapter final : public OpAdapter {
     ops::validate_moe_grouped_gemm(a, DeviceType::kCUDA);
     const auto cfg = ops::moe_grouped_gemm_config(a, op_options(o).config, ops::listing_cc_major(o.cc_major, 0),
                                                   ops::sm_count_if_gpu(0));
-    std::vector<jit::KernelSpec> specs{ops::moe_grouped_gemm_kernel_spec(a, cfg)};
-    if (cfg.k_splits > 1) specs.push_back(ops::moe_grouped_gemm_split_reduce_spec(a, cfg));
-    return specs;
+    return ops::moe_grouped_gemm_kernel_specs(a, cfg);
   }
 
  private:

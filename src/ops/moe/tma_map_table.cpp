@@ -60,15 +60,11 @@ void reclaim(Table& t) {
     if (!c.pinned) c.used = 0;
 }
 
-const jit::Launchable& builder(const jit::CompileOptions& compile, int device) {
-  static jit::OpKernelCache kernels;
-  return kernels.get(0, compile, device, [] {
-    return jit::KernelSpec{"moe/tma_maps.cuh", "tc::moe::build_tma_maps_kernel", {}, "tensor maps in global memory",
-                           true};
-  });
-}
-
 }  // namespace
+
+jit::KernelSpec tma_maps_kernel_spec() {
+  return {"moe/tma_maps.cuh", "tc::moe::build_tma_maps_kernel", {}, "weight tensor maps in global memory", true};
+}
 
 DeviceWeightMaps device_weight_maps(const tc::moe::TmaDesc (&tmpl)[2], const std::vector<const void*> (&bases)[2],
                                     int mats, int device, CUstream stream, const jit::CompileOptions& compile,
@@ -126,8 +122,9 @@ DeviceWeightMaps device_weight_maps(const tc::moe::TmaDesc (&tmpl)[2], const std
     b.tmpl[m] = tmpl[m];
     std::memcpy(b.ptr[m], bases[m].data(), E * sizeof(void*));
   }
-  const unsigned threads = 128, blocks = unsigned((size_t(mats) * E + threads - 1) / threads);
-  jit::launch(builder(compile, device), blocks, 1, threads, 0, stream, &b);
+  const unsigned threads = tc::moe::kTmaMapsThreads, blocks = unsigned((size_t(mats) * E + threads - 1) / threads);
+  static jit::OpKernelCache kernels;
+  jit::launch(kernels.get(0, compile, device, tma_maps_kernel_spec), blocks, 1, threads, 0, stream, &b);
   out.maps[0] = dst;
   out.maps[1] = mats == 2 ? dst + E : nullptr;
   return out;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "moe/grouped_gemm_params.cuh"
+#include "tilecraft/jit/kernel_spec.h"
 #include "tilecraft/jit/options.h"
 
 namespace tilecraft::ops {
@@ -20,6 +21,9 @@ struct DeviceWeightMaps {
   // not fall between this call and that launch.
   std::unique_lock<std::mutex> hold;
 };
+
+// The kernel that writes the maps (moe/tma_maps.cuh).
+jit::KernelSpec tma_maps_kernel_spec();
 
 // The maps of `bases[m][e]` for m < mats (1, or 2 for a gated pair), each
 // `tmpl[m]` (expert 0's map) with its address replaced, in global memory on
