@@ -242,7 +242,7 @@ TEST(MoeGroupedGemmCpu, WarpSpecialisedConfig) {
   const auto spec_g = ops::moe_grouped_gemm_kernel_spec(g, cg);
   EXPECT_EQ(spec_g.template_args[7], "512");  // TABLE
   EXPECT_EQ(spec_g.template_args[8], "true");  // TMA
-  EXPECT_NE(spec_g.config.find("ptr-table512"), std::string::npos) << spec_g.config;
+  EXPECT_NE(spec_g.config.find("ptr-table512 global-maps"), std::string::npos) << spec_g.config;
   over.tma = 0;  // cp.async weights on request
   EXPECT_EQ(ops::moe_grouped_gemm_config(g, over, 9).tma, 0);
   over.tma = 1, over.sm90 = 1;

@@ -138,9 +138,10 @@ jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const 
   const bool dual = a.w_up.has_value(), vec = vector_ok(a);
   const int table = launch_table(a, c);
   const WeightLayout layout = a.w.layout;
-  const std::string cfg = fmt::format("{}->{} {} {}{}{}{}", dtype_name(a.a.dtype), dtype_name(a.out.dtype), c.str(),
+  const std::string cfg = fmt::format("{}->{} {} {}{}{}{}{}", dtype_name(a.a.dtype), dtype_name(a.out.dtype), c.str(),
                                       weight_layout_name(layout), dual ? " silu*up" : "", vec ? "" : " scalar-loads",
-                                      table ? fmt::format(" ptr-table{}", table) : "");
+                                      table ? fmt::format(" ptr-table{}", table) : "",
+                                      c.tma >= 1 && table > tc::moe::kParamMaps ? " global-maps" : "");
   const std::string in = dtype_kernel_type(a.a.dtype), out = dtype_kernel_type(a.out.dtype);
   const std::string lay = layout == WeightLayout::kNK ? "0" : "1", gated = dual ? "true" : "false";
   if (c.gemv == 1 && c.bulk == 1)
