@@ -1,6 +1,7 @@
 # Session 54: TMA weight maps in global memory for more than 64 experts by
 # pointer (tma_map_table.cpp, moe/tma_maps.cuh). Any GPU; ~8 min;
-# DEADLINE=N cuts it; STEPS picks steps (default: all).
+# DEADLINE=N cuts it; STEPS picks steps (default: all but mid, which
+# is the mid-T part of bench alone).
 . scripts/device_steps.sh
 build_tree
 S=${STEPS:-"tests layer sanitize bench suite"}
@@ -21,10 +22,10 @@ if has sanitize; then
   run memcheck 60 $CS $B/tilecraft test --op moe_grouped_gemm --workload many-experts-per-expert-ws
   run memcheck_layer 60 $CS $B/tilecraft test --op fused_moe --shape "T=512,H=1024,I=256,E=256,K=8,dtype=bf16,weights=per_expert"
 fi
-if has bench; then
-  run bench_pe 90 $B/tilecraft bench --op fused_moe --shape "$PE" --warmup 2 --repeat 10 --scopes gate_up,down,experts --vs-config tma=0
-  run bench_st 60 $B/tilecraft bench --op fused_moe --shape "$ST" --warmup 2 --repeat 10 --scopes gate_up,down,experts
-  # Mid T, where the maps' kernel before each GEMM weighs most: by pointer against stacked.
+if has bench || has mid; then
+  has bench && run bench_pe 90 $B/tilecraft bench --op fused_moe --shape "$PE" --warmup 2 --repeat 10 --scopes gate_up,down,experts --vs-config tma=0
+  has bench && run bench_st 60 $B/tilecraft bench --op fused_moe --shape "$ST" --warmup 2 --repeat 10 --scopes gate_up,down,experts
+  # Mid T (alone: STEPS=mid), where the maps' kernel before each GEMM weighs most: by pointer against stacked.
   for t in 256 64; do
     run bench_pe$t 60 $B/tilecraft bench --op fused_moe --shape "${PE/T=4096/T=$t}" --warmup 2 --repeat 20 --scopes gate_up,down,experts --vs-config tma=0
     run bench_st$t 60 $B/tilecraft bench --op fused_moe --shape "${ST/T=4096/T=$t}" --warmup 2 --repeat 20 --scopes gate_up,down,experts

@@ -116,7 +116,10 @@ struct MoeGroupedGemmArgs {
 // 1 = weights by TMA tensor copies, 2 = A too (only without a_index: rows in
 // layout order), 0 = everything by cp.async, -1 = TMA where it applies
 // (wherever rows are 16-byte aligned; past 64 experts given per pointer the
-// maps lie in global memory, written by a small kernel before each launch).
+// maps lie in global memory, written by a small kernel before each launch,
+// in a slot per weight set: chunks of 4 MB, up to 16 per GPU, allocated by
+// the call that first needs one, so run a weight set once before capturing
+// it into a CUDA graph).
 struct MoeGroupedGemmConfig {
   int block_m = 0, block_n = 0, stages = 0, warps_m = 0, warps_n = 0;
   int sm90 = -1;
