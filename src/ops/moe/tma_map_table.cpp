@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <functional>
 #include <map>
+#include <thread>
 
 #include "moe/tma_maps_params.cuh"
 #include "ops/moe/moe_grouped_gemm_common.h"
@@ -76,8 +78,16 @@ DeviceWeightMaps device_weight_maps(const tc::moe::TmaDesc (&tmpl)[2], const std
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   TC_DRV(cuStreamIsCapturing, stream, &status);
   const bool capturing = status == CU_STREAM_CAPTURE_STATUS_ACTIVE;
-  // The slot's bytes follow from the templates and the bases alone.
-  std::vector<uint64_t> key{uint64_t(mats), uint64_t(E)};
+  // The slot's bytes follow from the templates and the bases alone; the
+  // key also holds the stream (and whether it is capturing), because the
+  // maps' kernel leaves expert 0's address in a map for a moment while it
+  // rewrites it, so two launch sequences that may overlap must not share a
+  // slot. On one stream they run in order. The per-thread default stream
+  // is one handle for many streams: the thread tells them apart.
+  const uint64_t per_thread =
+      stream == CU_STREAM_PER_THREAD ? uint64_t(std::hash<std::thread::id>()(std::this_thread::get_id())) : 0;
+  std::vector<uint64_t> key{uint64_t(reinterpret_cast<uintptr_t>(stream)), per_thread, uint64_t(capturing),
+                            uint64_t(mats), uint64_t(E)};
   for (int m = 0; m < mats; ++m) {
     key.insert(key.end(), std::begin(tmpl[m].word), std::end(tmpl[m].word));
     for (const void* b : bases[m]) key.push_back(uint64_t(reinterpret_cast<uintptr_t>(b)));

@@ -1,8 +1,8 @@
 #pragma once
 // Tensor maps in global memory for the warp-specialised grouped GEMM when
 // more experts come by pointer than the launch parameters hold
-// (tc::moe::kParamMaps): a slot per weight set, rewritten by a small kernel
-// on the caller's stream before each launch that reads it.
+// (tc::moe::kParamMaps): a slot per weight set and stream, rewritten by a
+// small kernel on that stream before each launch that reads it.
 #include <cuda.h>
 
 #include <mutex>
@@ -27,12 +27,17 @@ jit::KernelSpec tma_maps_kernel_spec();
 
 // The maps of `bases[m][e]` for m < mats (1, or 2 for a gated pair), each
 // `tmpl[m]` (expert 0's map) with its address replaced, in global memory on
-// `device`, written by a kernel launched on `stream` now. A slot's bytes are
-// a function of its weight set alone, so a launch on another stream that
-// rewrites them while this one reads changes nothing. Slots used while
-// `stream` is capturing are kept for the life of the process (the graph
-// rewrites and reads them at each replay); others are reclaimed, after a
-// device synchronisation, when the table is full (many weight sets of a
+// `device`, written by a kernel launched on `stream` now. While that kernel
+// rewrites a map, the map holds expert 0's address for a moment, so a slot
+// belongs to one weight set on one stream (eager, or captured: a graph's
+// slots are not the eager calls' on its stream), where launches run in
+// order. Left open: graphs captured on one stream with the same weights
+// share a slot, so replaying two of them (or two instantiations of one; the
+// launches of one executable graph are ordered) at once on different
+// streams could read a map mid-rewrite. Slots used
+// while `stream` is capturing are kept for the life of the process (the
+// graph rewrites and reads them at each replay); others are reclaimed, after
+// a device synchronisation, when the table is full (many weight sets of a
 // short life, e.g. random draws). Throws, naming `op`, when a capture finds
 // the table full.
 DeviceWeightMaps device_weight_maps(const tc::moe::TmaDesc (&tmpl)[2], const std::vector<const void*> (&bases)[2],
