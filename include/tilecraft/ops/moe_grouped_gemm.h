@@ -117,9 +117,9 @@ struct MoeGroupedGemmArgs {
 // layout order), 0 = everything by cp.async, -1 = TMA where it applies
 // (wherever rows are 16-byte aligned; past 64 experts given per pointer the
 // maps lie in global memory, written by a small kernel before each launch,
-// in a slot per weight set: chunks of 4 MB, up to 16 per GPU, allocated by
-// the call that first needs one, so run a weight set once before capturing
-// it into a CUDA graph).
+// in a slot per weight set and stream: chunks of 4 MB, up to 16 per GPU,
+// allocated by the call that first needs one, so make one such call before
+// capturing a CUDA graph).
 struct MoeGroupedGemmConfig {
   int block_m = 0, block_n = 0, stages = 0, warps_m = 0, warps_n = 0;
   int sm90 = -1;
