@@ -7,10 +7,12 @@
 #include <cmath>
 #include <cstring>
 #include <set>
+#include <utility>
 
 #include "moe_test_args.h"
 #include "ops/moe/decode_split.h"
 #include "ops/moe/launch_counters.h"
+#include "ops/moe/tma_map_table.h"
 #include "test_util.h"
 #include "tilecraft/harness/random.h"
 #include "tilecraft/jit/compiler.h"
@@ -410,6 +412,42 @@ TEST(MoeGroupedGemmCpu, GlobalTensorMapKernelsCompileWithoutSpills) {
   const auto specs = ops::moe_grouped_gemm_kernel_specs(g, ops::moe_grouped_gemm_config(g, {}, 9));
   ASSERT_EQ(specs.size(), 1u);
   EXPECT_EQ(specs[0].template_args[7], "64");
+}
+
+// The bookkeeping of the maps' slots (tma_map_table.h), with fake chunks:
+// a key keeps its slot; slots never overlap; new chunks up to the limit,
+// then one synchronisation frees what no capture used (forgotten keys get
+// new slots); a captured slot and its chunk survive it; a capture that finds
+// no room gets 0 and synchronises nothing.
+TEST(MoeGroupedGemmCpu, MapSlotTableKeepsCapturedSlotsAndReclaimsTheRest) {
+  using Table = ops::MapSlotTable;
+  Table t;
+  uint64_t next_base = 1 << 30;
+  int syncs = 0;
+  const auto new_chunk = [&] { return std::exchange(next_base, next_base + (uint64_t(1) << 30)); };
+  const auto sync = [&] { ++syncs; };
+  const size_t quarter = Table::kChunkBytes / 4;
+  auto key = [](uint64_t stream, uint64_t set) { return std::vector<uint64_t>{stream, 0, 0, set}; };
+  const uint64_t captured = t.slot(key(7, 0), quarter, true, new_chunk, sync);
+  EXPECT_EQ(captured, uint64_t(1) << 30);
+  std::set<uint64_t> seen{captured};
+  for (uint64_t set = 1; set < 4 * Table::kMaxChunks; ++set) {  // every chunk full
+    const uint64_t at = t.slot(key(1, set), quarter, false, new_chunk, sync);
+    EXPECT_NE(at, 0u);
+    EXPECT_TRUE(seen.insert(at).second) << "slot " << set << " overlaps another";
+    EXPECT_EQ(t.slot(key(1, set), quarter, false, new_chunk, sync), at) << "a key keeps its slot";
+  }
+  EXPECT_EQ(t.chunks(), Table::kMaxChunks);
+  EXPECT_EQ(syncs, 0);
+  EXPECT_EQ(t.slot(key(2, 1), quarter, true, new_chunk, sync), 0u) << "a capture finds no room";
+  EXPECT_EQ(syncs, 0);
+  // Eager: one synchronisation, then the first chunk free of captures.
+  const uint64_t after = t.slot(key(2, 1), quarter, false, new_chunk, sync);
+  EXPECT_EQ(syncs, 1);
+  EXPECT_EQ(after, (uint64_t(1) << 30) * 2) << "chunk 0 holds the captured slot and keeps its space";
+  EXPECT_EQ(t.slot(key(7, 0), quarter, false, new_chunk, sync), captured) << "the captured slot survives";
+  EXPECT_NE(t.slot(key(1, 5), quarter, false, new_chunk, sync), 0u);
+  EXPECT_EQ(t.chunks(), Table::kMaxChunks);
 }
 
 // A gated projection of 8 experts over 1024 gathered rows (8 row tiles of

@@ -17,52 +17,51 @@ namespace tilecraft::ops {
 
 namespace {
 
-// 4 MB holds the maps of 32 gated sets of 512 experts, or 128 of 128; a
-// device gets at most 16 such chunks (64 MB).
-constexpr size_t kChunkBytes = size_t(4) << 20;
-constexpr size_t kMaxChunks = 16;
 static_assert(grouped_gemm::kLargeTable <= tc::moe::kMaxMapExperts, "every pointer table's experts fit the builder");
-
-struct Chunk {
-  CUdeviceptr base = 0;
-  size_t used = 0;
-  bool pinned = false;  // holds a slot a CUDA graph uses
-};
-struct Slot {
-  size_t chunk = 0, offset = 0;
-  bool pinned = false;
-};
-struct Table {
-  std::vector<Chunk> chunks;
-  std::map<std::vector<uint64_t>, Slot> slots;  // weight set -> slot
-};
+static_assert(2 * tc::moe::kMaxMapExperts * sizeof(tc::moe::TmaDesc) <= MapSlotTable::kChunkBytes,
+              "the largest weight set's maps fit a chunk");
 
 std::mutex& table_mutex() {
   static std::mutex mu;
   return mu;
 }
 
-bool place(Table& t, size_t bytes, Slot& s) {
-  for (size_t c = 0; c < t.chunks.size(); ++c) {
-    if (t.chunks[c].used + bytes > kChunkBytes) continue;
-    s = Slot{c, t.chunks[c].used, false};
-    t.chunks[c].used += bytes;
+}  // namespace
+
+bool MapSlotTable::place(size_t bytes, Slot& s) {
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    if (chunks_[c].used + bytes > kChunkBytes) continue;
+    s = Slot{c, chunks_[c].used, false};
+    chunks_[c].used += bytes;
     return true;
   }
   return false;
 }
 
-// Every launch issued so far has finished after the synchronisation, so
-// slots no graph uses may go to other weight sets; a chunk that holds a
-// graph's slot keeps its space as it is.
-void reclaim(Table& t) {
-  TC_DRV(cuCtxSynchronize);
-  for (auto it = t.slots.begin(); it != t.slots.end();) it = it->second.pinned ? std::next(it) : t.slots.erase(it);
-  for (Chunk& c : t.chunks)
-    if (!c.pinned) c.used = 0;
+uint64_t MapSlotTable::slot(const std::vector<uint64_t>& key, size_t bytes, bool capturing,
+                            const std::function<uint64_t()>& new_chunk, const std::function<void()>& sync) {
+  auto it = slots_.find(key);
+  if (it == slots_.end()) {
+    Slot s;
+    bool ok = bytes <= kChunkBytes && place(bytes, s);
+    if (!ok && bytes <= kChunkBytes && chunks_.size() < kMaxChunks) {
+      chunks_.push_back(Chunk{new_chunk(), 0, false});
+      ok = place(bytes, s);
+    }
+    if (!ok && bytes <= kChunkBytes && !capturing) {
+      sync();
+      for (auto i = slots_.begin(); i != slots_.end();) i = i->second.pinned ? std::next(i) : slots_.erase(i);
+      for (Chunk& c : chunks_)
+        if (!c.pinned) c.used = 0;
+      ok = place(bytes, s);
+    }
+    if (!ok) return 0;
+    it = slots_.emplace(key, s).first;
+  }
+  Slot& s = it->second;
+  if (capturing) s.pinned = chunks_[s.chunk].pinned = true;
+  return chunks_[s.chunk].base + s.offset;
 }
-
-}  // namespace
 
 jit::KernelSpec tma_maps_kernel_spec() {
   return {"moe/tma_maps.cuh", "tc::moe::build_tma_maps_kernel", {}, "weight tensor maps in global memory", true};
@@ -94,35 +93,23 @@ DeviceWeightMaps device_weight_maps(const tc::moe::TmaDesc (&tmpl)[2], const std
   }
   DeviceWeightMaps out;
   out.hold = std::unique_lock<std::mutex>(table_mutex());
-  static std::map<int, Table> tables;
-  Table& t = tables[device];
-  auto it = t.slots.find(key);
-  if (it == t.slots.end()) {
-    const size_t bytes = size_t(mats) * E * sizeof(tc::moe::TmaDesc);
-    Slot s;
-    // A new chunk while there may be more (a model's every layer fits: 58
-    // layers of 256 experts take 5.6 MB), then the reclaim.
-    bool ok = place(t, bytes, s);
-    if (!ok && t.chunks.size() < kMaxChunks) {
-      Chunk c;
-      TC_DRV(cuMemAlloc, &c.base, kChunkBytes);
-      t.chunks.push_back(c);
-      ok = place(t, bytes, s);
-    }
-    if (!ok && !capturing) {
-      reclaim(t);
-      ok = place(t, bytes, s);
-    }
-    TC_CHECK_ARG(ok, op, "w",
-                 fmt::format("room for the tensor maps of {} experts by pointer ({} chunks of {} MB per GPU, "
-                             "not all held by weight sets that CUDA graphs captured{})",
-                             E, kMaxChunks, kChunkBytes >> 20, capturing ? "; or the op run once before capturing" : ""),
-                 fmt::format("{} bytes more{}", bytes, capturing ? " while capturing" : ""));
-    it = t.slots.emplace(key, s).first;
-  }
-  Slot& s = it->second;
-  if (capturing) s.pinned = t.chunks[s.chunk].pinned = true;
-  auto* dst = reinterpret_cast<tc::moe::TmaDesc*>(t.chunks[s.chunk].base + s.offset);
+  static std::map<int, MapSlotTable> tables;
+  const size_t bytes = size_t(mats) * E * sizeof(tc::moe::TmaDesc);
+  const uint64_t at = tables[device].slot(
+      key, bytes, capturing,
+      [] {
+        CUdeviceptr base = 0;
+        TC_DRV(cuMemAlloc, &base, MapSlotTable::kChunkBytes);
+        return uint64_t(base);
+      },
+      [] { TC_DRV(cuCtxSynchronize); });
+  TC_CHECK_ARG(at != 0, op, "w",
+               fmt::format("room for the tensor maps of {} experts by pointer ({} chunks of {} MB per GPU, not all "
+                           "held by slots that CUDA graphs captured{})",
+                           E, MapSlotTable::kMaxChunks, MapSlotTable::kChunkBytes >> 20,
+                           capturing ? "; or one such call before capturing" : ""),
+               fmt::format("{} bytes more{}", bytes, capturing ? " while capturing" : ""));
+  auto* dst = reinterpret_cast<tc::moe::TmaDesc*>(at);
 
   static thread_local tc::moe::TmaMapsBuild b;  // 8 KB: off the stack
   std::memset(&b, 0, sizeof(b));

@@ -5,6 +5,9 @@
 // small kernel on that stream before each launch that reads it.
 #include <cuda.h>
 
+#include <cstdint>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <vector>
 
@@ -13,6 +16,41 @@
 #include "tilecraft/jit/options.h"
 
 namespace tilecraft::ops {
+
+// Where each weight set's maps lie: slots in chunks of device memory. The
+// chunks' allocation and the device synchronisation come from the caller,
+// so the bookkeeping runs (and is tested) without a GPU. Not thread-safe
+// (the caller locks).
+class MapSlotTable {
+ public:
+  // 4 MB holds the maps of 32 gated sets of 512 experts, or 128 of 128; a
+  // device gets at most 16 such chunks (64 MB).
+  static constexpr size_t kChunkBytes = size_t(4) << 20;
+  static constexpr size_t kMaxChunks = 16;
+  // The address of `key`'s slot of `bytes` (at most kChunkBytes), placed on
+  // first sight: in a chunk with room, else in a new one (`new_chunk`
+  // returns its base) while there may be more, else, when not capturing,
+  // after `sync` (every launch so far has finished) in the space of slots no
+  // capture used: those are forgotten, and a chunk holding a captured slot
+  // keeps its space. 0 when there is no room.
+  uint64_t slot(const std::vector<uint64_t>& key, size_t bytes, bool capturing,
+                const std::function<uint64_t()>& new_chunk, const std::function<void()>& sync);
+  size_t chunks() const { return chunks_.size(); }
+
+ private:
+  struct Chunk {
+    uint64_t base = 0;
+    size_t used = 0;
+    bool pinned = false;  // holds a slot a CUDA graph uses
+  };
+  struct Slot {
+    size_t chunk = 0, offset = 0;
+    bool pinned = false;
+  };
+  bool place(size_t bytes, Slot& s);
+  std::vector<Chunk> chunks_;
+  std::map<std::vector<uint64_t>, Slot> slots_;
+};
 
 struct DeviceWeightMaps {
   const tc::moe::TmaDesc* maps[2] = {nullptr, nullptr};  // [experts] of each matrix
