@@ -205,6 +205,29 @@ TEST(FusedMoeCpu, TensorsOnAnotherGpuAreRefused) {
   EXPECT_NO_THROW(ops::validate_fused_moe(host, S.L.params(), DeviceType::kCPU));
 }
 
+// Past 64 experts by pointer the layer's GEMMs read their weight maps from
+// global memory, so its kernel list holds the kernel that writes them
+// (compile and precompile build it); up to 64, and stacked, it does not.
+TEST(FusedMoeCpu, PerExpertPointersPastTheParamsListTheMapsKernel) {
+  for (const int64_t E : {64, 128}) {
+    ops::FusedMoeArgs a = shape_only_layer(4096, E, 2048, 768);
+    auto count = [](const std::vector<jit::KernelSpec>& specs) {
+      int n = 0;
+      for (const auto& s : specs) n += s.function == "tc::moe::build_tma_maps_kernel";
+      return n;
+    };
+    ops::FusedMoeParams p;
+    p.top_k = 8;
+    EXPECT_EQ(count(sm90_specs(a, p)), 0) << "stacked, E = " << E;
+    for (ops::ExpertWeights* w : {&a.w_gate, &a.w_up, &a.w_down}) {
+      const TensorView st = *w->stacked;
+      w->stacked.reset();
+      for (int64_t e = 0; e < E; ++e) w->per_expert.push_back(shape_only(DType::kBF16, {st.shape[1], st.shape[2]}));
+    }
+    EXPECT_EQ(count(sm90_specs(a, p)), E > 64 ? 2 : 0) << "by pointer (both projections), E = " << E;
+  }
+}
+
 TEST(FusedMoeCpu, KernelsForSm90a) {
   const StandInLayer S(4096);
   const HostLayer& L = S.L;
