@@ -31,10 +31,10 @@ if has bench || has mid; then
     run bench_pe$t 60 $B/tilecraft bench --op fused_moe --shape "${PE/T=4096/T=$t}" --warmup 2 --repeat 20 --scopes gate_up,down,experts --vs-config tma=0
     run bench_st$t 60 $B/tilecraft bench --op fused_moe --shape "${ST/T=4096/T=$t}" --warmup 2 --repeat 20 --scopes gate_up,down,experts
   done
-  for f in bench_pe bench_st bench_pe256 bench_st256 bench_pe64 bench_st64; do echo "$f:" grep -E "^    [a-z_@]+ +median" $OUT/$f.log | sed -E 's/ +\(.*//' | cut -c1-150; done
+  for f in bench_pe bench_st bench_pe256 bench_st256 bench_pe64 bench_st64; do echo "$f:"; grep -E "^    [a-z_@]+ +median" $OUT/$f.log | sed -E 's/ +\(.*//' | cut -c1-150; done
 fi
 if has smem; then  # the maps finished in shared memory: applied to this copy of the tree, then the tests again
-  git apply docs/prepared/session54_tma_maps_smem.patch && echo "smem patch applied" && build_tree
+  patch -p1 --forward --batch < docs/prepared/session54_tma_maps_smem.patch && echo "smem patch applied" && build_tree
   run gtests_smem 150 ctest --test-dir $B -R "GlobalTensorMaps|PerExpertPointersPastTheParams|GlobalTensorMapKernels" --output-on-failure
   run layer_smem 90 $B/tilecraft test --op fused_moe --shape "$PE" --shape "T=512,H=1024,I=256,E=256,K=8,dtype=bf16,weights=per_expert"
 fi
