@@ -72,8 +72,11 @@ TEST(RandomShapes, RoutingAndCombineAreValidAndGetKernels) {
 // manifest workload uses shows here first (session 53: the cp.async-weights
 // GEMM spilled 12-156 bytes a thread in its producer, which cost it 15%).
 // One form is let through at 16 bytes or fewer: the mma.sync kernel with
-// 16-row tiles and [K, N] weights spills 8-16 bytes in some shapes (ptxas
-// settles on 72 registers with no cap given; not yet understood).
+// 16-row tiles and [K, N] weights spills 8-16 bytes in some shapes. Its SASS
+// (session 54, e.g. bf16->fp32 bn=128 ptr-table64: STL of two words after
+// the grid setup, LDL of them once per tile at the loop's end) shows the
+// spilled value is the grouped CTA loop's 64-bit end bound (`live` in
+// grouped_gemm.cuh), kept across the tile body: one 8-byte reload per tile.
 TEST(RandomShapes, DefaultKernelsCompileWithoutSpills) {
   const uint64_t seed = test::random_shape_seed();
   int kernels = 0;
