@@ -72,9 +72,12 @@ jit::KernelSpec tma_maps_kernel_spec();
 // order. Left open: graphs captured on one stream with the same weights
 // share a slot, so replaying two of them (or two instantiations of one; the
 // launches of one executable graph are ordered) at once on different
-// streams could read a map mid-rewrite. Slots used
-// while `stream` is capturing are kept for the life of the process (the
-// graph rewrites and reads them at each replay); others are reclaimed, after
+// streams could read a map mid-rewrite; so could a stream destroyed with
+// work pending next to a new stream that got its handle. (The maps
+// finished in shared memory, docs/prepared/session54_tma_maps_smem.patch,
+// close both.) Slots used while `stream` is capturing are kept for the life
+// of the process (the graph rewrites and reads them at each replay); others
+// are reclaimed, after
 // a device synchronisation, when the table is full (many weight sets of a
 // short life, e.g. random draws). Throws, naming `op`, when a capture finds
 // the table full.
