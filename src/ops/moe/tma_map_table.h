@@ -77,10 +77,9 @@ jit::KernelSpec tma_maps_kernel_spec();
 // finished in shared memory, docs/prepared/session54_tma_maps_smem.patch,
 // close both.) Slots used while `stream` is capturing are kept for the life
 // of the process (the graph rewrites and reads them at each replay); others
-// are reclaimed, after
-// a device synchronisation, when the table is full (many weight sets of a
-// short life, e.g. random draws). Throws, naming `op`, when a capture finds
-// the table full.
+// are reclaimed, after a device synchronisation, when the table is full
+// (many weight sets of a short life, e.g. random draws). Throws, naming
+// `op`, when a capture finds the table full.
 DeviceWeightMaps device_weight_maps(const tc::moe::TmaDesc (&tmpl)[2], const std::vector<const void*> (&bases)[2],
                                     int mats, int device, CUstream stream, const jit::CompileOptions& compile,
                                     const char* op);
