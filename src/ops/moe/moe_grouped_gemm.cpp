@@ -141,7 +141,7 @@ jit::KernelSpec moe_grouped_gemm_kernel_spec(const MoeGroupedGemmArgs& a, const 
   const std::string cfg = fmt::format("{}->{} {} {}{}{}{}{}", dtype_name(a.a.dtype), dtype_name(a.out.dtype), c.str(),
                                       weight_layout_name(layout), dual ? " silu*up" : "", vec ? "" : " scalar-loads",
                                       table ? fmt::format(" ptr-table{}", table) : "",
-                                      c.tma >= 1 && table > tc::moe::kParamMaps ? " global-maps" : "");
+                                      global_weight_maps(a, c) ? " global-maps" : "");
   const std::string in = dtype_kernel_type(a.a.dtype), out = dtype_kernel_type(a.out.dtype);
   const std::string lay = layout == WeightLayout::kNK ? "0" : "1", gated = dual ? "true" : "false";
   if (c.gemv == 1 && c.bulk == 1)
@@ -201,7 +201,7 @@ jit::KernelSpec moe_grouped_gemm_split_reduce_spec(const MoeGroupedGemmArgs& a, 
 
 std::vector<jit::KernelSpec> moe_grouped_gemm_kernel_specs(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c) {
   std::vector<jit::KernelSpec> specs;
-  if (c.tma >= 1 && launch_table(a, c) > tc::moe::kParamMaps) specs.push_back(tma_maps_kernel_spec());
+  if (global_weight_maps(a, c)) specs.push_back(tma_maps_kernel_spec());
   specs.push_back(moe_grouped_gemm_kernel_spec(a, c));
   if (c.k_splits > 1) specs.push_back(moe_grouped_gemm_split_reduce_spec(a, c));
   return specs;
@@ -257,7 +257,7 @@ void encode_weight_map(tc::moe::TmaDesc& d, const void* base, DType dtype, Weigh
 // Fills the TMA launch parameter (maps for the gate and, when gated, the up
 // weights; with tma = 2 also A, [a_rows, K] in [block_m][64] boxes) and hands
 // it to `launch`. More experts by pointer than the parameters hold
-// (table > kParamMaps): the weight maps go to global memory, written on
+// (global_weight_maps): the weight maps go to global memory, written on
 // `stream` just before.
 template <typename Launch>
 void launch_tma(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c, const tc::moe::GroupedGemmParams& p,
@@ -275,7 +275,7 @@ void launch_tma(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c, cons
                      {int(128 / dtype_size(a.out.dtype)), 64});
     }
   };
-  if (table > tc::moe::kParamMaps) {
+  if (global_weight_maps(a, c)) {
     tc::moe::GroupedGemmTmaGlobalLaunch L;
     fill_common(L);
     tc::moe::TmaDesc tmpl[2] = {};

@@ -58,6 +58,10 @@ int launch_table(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c) {
   return n;
 }
 
+bool global_weight_maps(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c) {
+  return c.tma >= 1 && launch_table(a, c) > tc::moe::kParamMaps;
+}
+
 int smem_bytes(const MoeGroupedGemmConfig& c, bool dual) {
   if (c.gemv == 1) return 0;  // static shared memory only (the tile's compacted rows)
   const int ring = c.stages * (c.block_m * kBK * 2 + (dual ? 2 : 1) * c.block_n * kBK * 2) + c.block_m * 4;

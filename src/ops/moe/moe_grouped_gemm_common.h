@@ -25,10 +25,13 @@ int table_size(const MoeGroupedGemmArgs& a);
 bool weights_aligned16(const ExpertWeights& w);
 // 16-byte loads: every row start 16-byte aligned.
 bool vector_ok(const MoeGroupedGemmArgs& a);
-// TMA weights: vector_ok and the maps fit the launch parameters.
+// TMA weights: vector_ok (maps past 64 experts by pointer lie in global memory).
 bool tma_ok(const MoeGroupedGemmArgs& a);
 // Entries of the launch's table (pointers or TMA maps).
 int launch_table(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c);
+// TMA weights whose maps lie in global memory (more experts by pointer than
+// the launch parameters hold maps for): a kernel writes them before the GEMM.
+bool global_weight_maps(const MoeGroupedGemmArgs& a, const MoeGroupedGemmConfig& c);
 // Dynamic shared memory of the MMA kernels for config c.
 int smem_bytes(const MoeGroupedGemmConfig& c, bool dual);
 void check_weights(const ExpertWeights& w, const char* arg, DType dtype, int64_t N, int64_t K, const Device& on);

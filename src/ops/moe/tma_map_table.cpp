@@ -42,13 +42,14 @@ uint64_t MapSlotTable::slot(const std::vector<uint64_t>& key, size_t bytes, bool
                             const std::function<uint64_t()>& new_chunk, const std::function<void()>& sync) {
   auto it = slots_.find(key);
   if (it == slots_.end()) {
+    if (bytes > kChunkBytes) return 0;
     Slot s;
-    bool ok = bytes <= kChunkBytes && place(bytes, s);
-    if (!ok && bytes <= kChunkBytes && chunks_.size() < kMaxChunks) {
+    bool ok = place(bytes, s);
+    if (!ok && chunks_.size() < kMaxChunks) {
       chunks_.push_back(Chunk{new_chunk(), 0, false});
       ok = place(bytes, s);
     }
-    if (!ok && bytes <= kChunkBytes && !capturing) {
+    if (!ok && !capturing) {
       sync();
       for (auto i = slots_.begin(); i != slots_.end();) i = i->second.pinned ? std::next(i) : slots_.erase(i);
       for (Chunk& c : chunks_)
